@@ -1,0 +1,31 @@
+GO ?= go
+BIN := bin/optimize
+
+.PHONY: demo test bench lint build tools clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/optimize
+
+# The main job on the embedded offline model: no key, no network.
+demo: build
+	./$(BIN) run --config jobs/demo.yaml --out runs/demo
+
+# vet + race tests; the project's own script installs test tools (DuckDB).
+test: tools
+	$(GO) vet ./...
+	CTXOPT_REQUIRE_DUCKDB=1 $(GO) test -race -timeout 20m ./...
+
+tools:
+	bash scripts/install-test-tools.sh
+
+bench: build tools
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./llm/ ./rollout/
+	bash bench/distill.sh
+
+lint:
+	gofmt -l . | (! grep .)
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+clean:
+	rm -rf bin runs .cache

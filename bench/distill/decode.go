@@ -1,0 +1,258 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/ctxopt/ctxopt/distill"
+)
+
+// decodeRow parses one line of gen's output (the train.jsonl row format).
+// It is a small hand-written parser: reflection-based decoding would cost
+// more than the export being measured, and DuckDB's side of the comparison
+// parses with a fast native reader too.
+func decodeRow(line string) (distill.Row, error) {
+	d := decoder{s: line}
+	var r distill.Row
+	err := d.object(func(key string) error {
+		var err error
+		switch key {
+		case "id":
+			r.ID, err = d.str()
+		case "prompt":
+			r.Prompt, err = d.messages()
+		case "completion":
+			r.Completion, err = d.messages()
+		case "kind":
+			r.Kind, err = d.str()
+		case "source":
+			r.Source, err = d.str()
+		case "task_id":
+			r.TaskID, err = d.str()
+		case "step":
+			r.Step, err = d.int()
+		case "guideline_id":
+			r.GuidelineID, err = d.str()
+		case "teacher_model":
+			r.TeacherModel, err = d.str()
+		case "input_tokens":
+			r.InputTokens, err = d.int()
+		case "output_tokens":
+			r.OutputTokens, err = d.int()
+		case "compression_ratio":
+			var f string
+			if f, err = d.number(); err == nil {
+				r.CompressionRatio, err = strconv.ParseFloat(f, 64)
+			}
+		case "split":
+			r.Split, err = d.str()
+		default:
+			err = fmt.Errorf("unexpected key %q", key)
+		}
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("offset %d: %w", d.i, err)
+	}
+	return r, nil
+}
+
+type decoder struct {
+	s string
+	i int
+}
+
+func (d *decoder) skipSpace() {
+	for d.i < len(d.s) && (d.s[d.i] == ' ' || d.s[d.i] == '\t' || d.s[d.i] == '\r' || d.s[d.i] == '\n') {
+		d.i++
+	}
+}
+
+func (d *decoder) expect(c byte) error {
+	d.skipSpace()
+	if d.i >= len(d.s) || d.s[d.i] != c {
+		return fmt.Errorf("want %q", c)
+	}
+	d.i++
+	return nil
+}
+
+// peek reports whether the next non-space byte is c, consuming it if so.
+func (d *decoder) peek(c byte) bool {
+	d.skipSpace()
+	if d.i < len(d.s) && d.s[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+func (d *decoder) object(field func(key string) error) error {
+	if err := d.expect('{'); err != nil {
+		return err
+	}
+	if d.peek('}') {
+		return nil
+	}
+	for {
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		if err := d.expect(':'); err != nil {
+			return err
+		}
+		if err := field(key); err != nil {
+			return err
+		}
+		if d.peek('}') {
+			return nil
+		}
+		if err := d.expect(','); err != nil {
+			return err
+		}
+	}
+}
+
+func (d *decoder) messages() ([]distill.Message, error) {
+	if err := d.expect('['); err != nil {
+		return nil, err
+	}
+	var ms []distill.Message
+	if d.peek(']') {
+		return ms, nil
+	}
+	for {
+		var m distill.Message
+		err := d.object(func(key string) error {
+			var err error
+			switch key {
+			case "role":
+				m.Role, err = d.str()
+			case "content":
+				m.Content, err = d.str()
+			default:
+				err = fmt.Errorf("unexpected message key %q", key)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+		if d.peek(']') {
+			return ms, nil
+		}
+		if err := d.expect(','); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (d *decoder) number() (string, error) {
+	d.skipSpace()
+	start := d.i
+	for d.i < len(d.s) && strings.IndexByte("+-.0123456789eE", d.s[d.i]) >= 0 {
+		d.i++
+	}
+	if start == d.i {
+		return "", errors.New("want a number")
+	}
+	return d.s[start:d.i], nil
+}
+
+func (d *decoder) int() (int64, error) {
+	n, err := d.number()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(n, 10, 64)
+}
+
+// str reads a JSON string. Runs without escapes are sliced, not copied.
+func (d *decoder) str() (string, error) {
+	if err := d.expect('"'); err != nil {
+		return "", err
+	}
+	rest := d.s[d.i:]
+	end := strings.IndexByte(rest, '"')
+	if end < 0 {
+		return "", errors.New("unterminated string")
+	}
+	if strings.IndexByte(rest[:end], '\\') < 0 {
+		d.i += end + 1
+		return rest[:end], nil
+	}
+	var b []byte
+	i := 0
+	for {
+		j := strings.IndexAny(rest[i:], `"\`)
+		if j < 0 {
+			return "", errors.New("unterminated string")
+		}
+		b = append(b, rest[i:i+j]...)
+		i += j
+		if rest[i] == '"' {
+			d.i += i + 1
+			return string(b), nil
+		}
+		if i+1 >= len(rest) {
+			return "", errors.New("unterminated escape")
+		}
+		c := rest[i+1]
+		i += 2
+		switch c {
+		case '"', '\\', '/':
+			b = append(b, c)
+		case 'n':
+			b = append(b, '\n')
+		case 't':
+			b = append(b, '\t')
+		case 'r':
+			b = append(b, '\r')
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'u':
+			r, n, err := unicodeEscape(rest[i-2:])
+			if err != nil {
+				return "", err
+			}
+			b = utf8.AppendRune(b, r)
+			i += n - 2
+		default:
+			return "", fmt.Errorf("bad escape \\%c", c)
+		}
+	}
+}
+
+// unicodeEscape decodes \uXXXX at the start of s, with a following low
+// surrogate when the first is a high one; it returns the rune and the bytes
+// consumed.
+func unicodeEscape(s string) (rune, int, error) {
+	hex := func(s string) (rune, bool) {
+		if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(s[2:6], 16, 32)
+		return rune(v), err == nil
+	}
+	r, ok := hex(s)
+	if !ok {
+		return 0, 0, errors.New(`bad \u escape`)
+	}
+	if utf16.IsSurrogate(r) {
+		if r2, ok := hex(s[6:]); ok {
+			if c := utf16.DecodeRune(r, r2); c != utf8.RuneError {
+				return c, 12, nil
+			}
+		}
+		return utf8.RuneError, 6, nil
+	}
+	return r, 6, nil
+}

@@ -1,0 +1,243 @@
+// Command distill is the benchmark driver of bench/distill.sh: it generates
+// distillation rows as JSONL and exports them with distill.Writer, printing
+// rows/s and peak RSS.
+//
+//	distill gen -rows 100000 -bytes 6000 -out rows.jsonl
+//	distill export -in rows.jsonl -out DIR
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sourcegraph/conc/stream"
+
+	"github.com/ctxopt/ctxopt/distill"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: distill gen|export [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "gen":
+		err = gen(os.Args[2:])
+	case "export":
+		err = export(context.Background(), os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown subcommand %q (want gen or export)", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "distill:", err)
+		os.Exit(1)
+	}
+}
+
+// vocabulary of agent traces, so the text compresses like real histories
+// rather than like random bytes.
+var vocabulary = strings.Fields(`the agent called api returned status 200 ok error retry file report.csv
+	total revenue quarter north south east west user account balance transfer id order item price
+	quantity shipped pending delivered customer note todo completed task summary history observation
+	step action tool search result page next previous json key value name date amount spotify song
+	playlist venmo payment request gmail inbox thread subject attachment todoist project due label
+	filesystem directory path read write 0 1 2 3 4 5 6 7 8 9 10 42 2024 2025 {"id": "name": [ ] }`)
+
+func text(r *rand.Rand, n int) string {
+	var b strings.Builder
+	b.Grow(n + 16)
+	for b.Len() < n {
+		b.WriteString(vocabulary[r.IntN(len(vocabulary))])
+		switch r.IntN(14) {
+		case 0:
+			b.WriteString(".\n")
+		case 1:
+			b.WriteString(", ")
+		default:
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+func gen(args []string) error {
+	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
+	rows := fs.Int("rows", 100000, "rows to generate")
+	size := fs.Int("bytes", 6000, "approximate text bytes per row")
+	tasks := fs.Int("tasks", 2000, "distinct task ids")
+	seed := fs.Uint64("seed", 42, "generator seed")
+	out := fs.String("out", "", "output JSONL file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("gen: -out is required")
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	r := rand.New(rand.NewPCG(*seed, *seed))
+	system := "You compress the interaction history of an agent. Keep every identifier, number and fact the remaining steps need; drop everything else."
+	for i := range *rows {
+		task := r.IntN(*tasks)
+		split := distill.SplitTrain
+		if task%10 == 0 {
+			split = distill.SplitValidation
+		}
+		in := *size * 5 / 6
+		row := distill.Row{
+			ID:               fmt.Sprintf("%032x", i),
+			Prompt:           []distill.Message{{Role: "system", Content: system}, {Role: "user", Content: text(r, in-len(system))}},
+			Completion:       []distill.Message{{Role: "assistant", Content: text(r, *size-in)}},
+			Kind:             distill.KindHistory,
+			Source:           distill.SourceACON,
+			TaskID:           fmt.Sprintf("task-%05d", task),
+			Step:             int64(r.IntN(40)),
+			GuidelineID:      "g-ut1-co1",
+			TeacherModel:     "gpt-4.1-2025-04-14",
+			InputTokens:      int64(in / 4),
+			OutputTokens:     int64((*size - in) / 4),
+			CompressionRatio: 0.2,
+			Split:            split,
+		}
+		if err := enc.Encode(&row); err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func export(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	in := fs.String("in", "", "input JSONL rows (from gen)")
+	out := fs.String("out", "", "output dataset directory")
+	rowGroup := fs.Int("row-group-rows", 0, "rows per Parquet row group (0: default)")
+	workers := fs.Int("concurrency", 0, "row groups encoded at once (0: GOMAXPROCS)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *in == "" || *out == "" {
+		return errors.New("export: -in and -out are required")
+	}
+	start := time.Now()
+	n, stats, err := exportFile(ctx, *in, *out, distill.WriterOptions{RowGroupRows: *rowGroup, Concurrency: *workers})
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return err
+	}
+	if n != stats.Rows() {
+		return fmt.Errorf("read %d rows but the writer wrote %d", n, stats.Rows())
+	}
+	fmt.Printf("ours: %d rows in %.2fs: %.0f rows/s, peak RSS %d MB\n",
+		n, elapsed.Seconds(), float64(n)/elapsed.Seconds(), ru.Maxrss/1024)
+	return nil
+}
+
+// exportFile reads rows JSONL and writes them with distill.Writer. Lines are
+// decoded concurrently in batches and handed to the Writer in file order, as
+// a real export would feed it.
+func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions) (int, distill.WriterStats, error) {
+	f, err := os.Open(in)
+	if err != nil {
+		return 0, distill.WriterStats{}, err
+	}
+	defer f.Close()
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return 0, distill.WriterStats{}, err
+	}
+	w, err := distill.NewWriter(out, opts)
+	if err != nil {
+		return 0, distill.WriterStats{}, err
+	}
+	var (
+		firstErr error
+		n        int
+		lineNo   int
+	)
+	s := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 4<<20), 64<<20)
+	const batchLines = 256
+	batch := make([]string, 0, batchLines)
+	submit := func(lines []string, first int) {
+		s.Go(func() stream.Callback {
+			rows := make([]distill.Row, len(lines))
+			var derr error
+			for i, l := range lines {
+				if rows[i], derr = decodeRow(l); derr != nil {
+					derr = fmt.Errorf("%s:%d: %w", in, first+i, derr)
+					break
+				}
+			}
+			return func() {
+				if firstErr != nil {
+					return
+				}
+				if derr != nil {
+					firstErr = derr
+					return
+				}
+				for i := range rows {
+					if err := w.Write(rows[i]); err != nil {
+						firstErr = err
+						return
+					}
+					n++
+				}
+			}
+		})
+	}
+	for sc.Scan() {
+		lineNo++
+		if ctx.Err() != nil {
+			break
+		}
+		batch = append(batch, string(sc.Bytes()))
+		if len(batch) == batchLines {
+			submit(batch, lineNo-len(batch)+1)
+			batch = make([]string, 0, batchLines)
+		}
+	}
+	submit(batch, lineNo-len(batch)+1)
+	s.Wait()
+	stats, cerr := w.Close()
+	return n, stats, errors.Join(sc.Err(), ctx.Err(), firstErr, cerr)
+}
+
+// decodeRow parses one line written by gen (the train.jsonl row format).

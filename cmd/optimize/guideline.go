@@ -1,0 +1,319 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/atomicfile"
+)
+
+func guidelineCommand() *cli.Command {
+	registryFlags := []cli.Flag{
+		&cli.StringFlag{Name: "registry", Usage: "guideline registry `DIR`"},
+		&cli.StringFlag{Name: "run", Usage: "run `DIR`; shorthand for --registry DIR/guidelines"},
+	}
+	return &cli.Command{
+		Name:  "guideline",
+		Usage: "validate, inspect, compare and promote compression guidelines",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "list",
+				Usage:  "list the guidelines of a registry, oldest first",
+				Flags:  registryFlags,
+				Action: guidelineList,
+			},
+			{
+				Name:      "show",
+				Usage:     "print a guideline's record and source",
+				ArgsUsage: "ID",
+				Flags:     registryFlags,
+				Action:    guidelineShow,
+			},
+			{
+				Name:      "diff",
+				Usage:     "unified diff of two guidelines",
+				ArgsUsage: "A B",
+				Flags:     registryFlags,
+				Action:    guidelineDiff,
+			},
+			{
+				Name:      "validate",
+				Usage:     "check guideline files; exit 2 if any is rejected",
+				ArgsUsage: "FILE...",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "kind", Usage: "history or observation (default: inferred from the variables used)"},
+					&cli.BoolFlag{Name: "write-repaired", Usage: "rewrite each file with its Jinja-isms repaired"},
+				},
+				Action: guidelineValidate,
+			},
+			{
+				Name:      "promote",
+				Usage:     "make a guideline the production one of its kind",
+				ArgsUsage: "ID",
+				Flags:     registryFlags,
+				Action:    guidelinePromote,
+			},
+		},
+	}
+}
+
+// openRegistryFlag opens the registry named by --registry or --run. It must
+// exist: a mistyped path should not create an empty registry.
+func openRegistryFlag(c *cli.Context) (*guideline.Registry, error) {
+	dir := c.String("registry")
+	switch run := c.String("run"); {
+	case dir != "" && run != "":
+		return nil, badInput(errors.New("give --registry or --run, not both"))
+	case run != "":
+		dir = filepath.Join(run, "guidelines")
+	case dir == "":
+		return nil, badInput(errors.New("missing --registry DIR (or --run DIR)"))
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, badInput(fmt.Errorf("guideline registry %s: not a directory", dir))
+	}
+	return guideline.OpenRegistry(dir)
+}
+
+// positional returns the positional arguments after applying any flags
+// written among or after them ("show ID --registry DIR"): urfave/cli v2
+// stops parsing flags at the first argument.
+func positional(c *cli.Context) ([]string, error) {
+	args := c.Args().Slice()
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		flag := commandFlag(c.Command, name)
+		if flag == nil {
+			return nil, badInput(fmt.Errorf("%s: unknown flag %s", c.Command.Name, a))
+		}
+		if _, isBool := flag.(*cli.BoolFlag); isBool && !hasVal {
+			val, hasVal = "true", true
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, badInput(fmt.Errorf("%s: flag %s needs a value", c.Command.Name, a))
+			}
+			i++
+			val = args[i]
+		}
+		if err := c.Set(name, val); err != nil {
+			return nil, badInput(fmt.Errorf("%s: %s: %w", c.Command.Name, a, err))
+		}
+	}
+	return pos, nil
+}
+
+func commandFlag(cmd *cli.Command, name string) cli.Flag {
+	for _, f := range cmd.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// wantArgs returns exactly n positional arguments.
+func wantArgs(c *cli.Context, n int) ([]string, error) {
+	pos, err := positional(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != n {
+		return nil, badInput(fmt.Errorf("%s: want %s, got %d arguments", c.Command.Name, c.Command.ArgsUsage, len(pos)))
+	}
+	return pos, nil
+}
+
+// lookupError marks a missing or ambiguous id, or promoting a rejected
+// guideline, as bad input.
+func lookupError(err error) error {
+	if errors.Is(err, guideline.ErrNotFound) || errors.Is(err, guideline.ErrAmbiguous) || errors.Is(err, guideline.ErrRejected) {
+		return badInput(err)
+	}
+	return err
+}
+
+func guidelineList(c *cli.Context) error {
+	if _, err := wantArgs(c, 0); err != nil {
+		return err
+	}
+	reg, err := openRegistryFlag(c)
+	if err != nil {
+		return err
+	}
+	recs, err := reg.List()
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tKIND\tSTEP\tROUND\tPARENT\tVALID\tPROMOTED\tSCORES\tCREATED\tSOURCE")
+	for _, r := range recs {
+		valid := "ok"
+		if !r.Validation.OK {
+			valid = "rejected"
+		}
+		promoted := ""
+		if r.Promoted {
+			promoted = "*"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.Step, r.Round, dash(r.Parent),
+			valid, promoted, formatScores(r.Scores), r.Created.Format(time.RFC3339), dash(r.Source))
+	}
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func formatScores(m map[string]float64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%.4g", k, m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func guidelineShow(c *cli.Context) error {
+	args, err := wantArgs(c, 1)
+	if err != nil {
+		return err
+	}
+	reg, err := openRegistryFlag(c)
+	if err != nil {
+		return err
+	}
+	r, src, err := reg.Get(args[0])
+	if err != nil {
+		return lookupError(err)
+	}
+	out := c.App.Writer
+	fmt.Fprintf(out, "id:        %s\nkind:      %s\nstep:      %s (round %d)\nparent:    %s\nsource:    %s\ncreated:   %s\npromoted:  %t\nscores:    %s\n",
+		r.ID, r.Kind, r.Step, r.Round, dash(r.Parent), dash(r.Source), r.Created.Format(time.RFC3339), r.Promoted, formatScores(r.Scores))
+	if len(r.FeedbackIDs) > 0 {
+		fmt.Fprintf(out, "feedback:  %s\n", strings.Join(r.FeedbackIDs, ", "))
+	}
+	fmt.Fprintf(out, "valid:     %t\n", r.Validation.OK)
+	for _, rp := range r.Validation.Repairs {
+		fmt.Fprintf(out, "  repaired line %d: %s -> %s (%s)\n", rp.Line, rp.From, rp.To, rp.Reason)
+	}
+	for _, p := range r.Validation.Problems {
+		fmt.Fprintf(out, "  problem: %s\n", p)
+	}
+	fmt.Fprintf(out, "---\n%s", src)
+	if !strings.HasSuffix(src, "\n") {
+		fmt.Fprintln(out)
+	}
+	return nil
+}
+
+func guidelineDiff(c *cli.Context) error {
+	args, err := wantArgs(c, 2)
+	if err != nil {
+		return err
+	}
+	reg, err := openRegistryFlag(c)
+	if err != nil {
+		return err
+	}
+	d, err := reg.Diff(args[0], args[1])
+	if err != nil {
+		return lookupError(err)
+	}
+	fmt.Fprint(c.App.Writer, d)
+	return nil
+}
+
+func guidelineValidate(c *cli.Context) error {
+	files, err := positional(c)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return badInput(errors.New("validate: want one or more FILE arguments"))
+	}
+	var kind guideline.Kind
+	if k := c.String("kind"); k != "" {
+		if kind, err = guideline.ParseKind(k); err != nil {
+			return badInput(fmt.Errorf("--kind: %w", err))
+		}
+	}
+	var rejected []string
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return badInput(err)
+		}
+		k := kind
+		if k == "" {
+			var ok bool
+			if k, ok = guideline.InferKind(string(b)); !ok {
+				return badInput(fmt.Errorf("%s: cannot tell history from observation guideline; give --kind", file))
+			}
+		}
+		_, rep := guideline.Validate(k, string(b))
+		fmt.Fprintf(c.App.Writer, "%s: %s", file, rep)
+		if !rep.OK {
+			rejected = append(rejected, file)
+		}
+		if c.Bool("write-repaired") && rep.Repaired != string(b) {
+			if err := atomicfile.WriteFile(file, []byte(rep.Repaired), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "%s: wrote repaired source\n", file)
+		}
+	}
+	if len(rejected) > 0 {
+		return badInput(fmt.Errorf("rejected %d of %d guidelines: %s", len(rejected), len(files), strings.Join(rejected, ", ")))
+	}
+	return nil
+}
+
+func guidelinePromote(c *cli.Context) error {
+	args, err := wantArgs(c, 1)
+	if err != nil {
+		return err
+	}
+	reg, err := openRegistryFlag(c)
+	if err != nil {
+		return err
+	}
+	r, err := reg.Promote(args[0])
+	if err != nil {
+		return lookupError(err)
+	}
+	fmt.Fprintf(c.App.Writer, "promoted %s (%s); wrote %s\n", r.ID, r.Kind, filepath.Join(reg.Dir(), guideline.PromotedFile(r.Kind)))
+	return nil
+}

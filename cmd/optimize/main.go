@@ -1,0 +1,102 @@
+// Command optimize is ctxopt's CLI: it parses flags, builds a context that
+// SIGINT/SIGTERM cancel, calls library code and maps errors to exit codes.
+// Each command lives in its own file.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitFailure   = 1 // the job ran and failed, or an unexpected error
+	exitUsage     = 2 // bad flags or bad input files
+	exitBudget    = 3 // stopped cleanly at a budget; re-run to resume
+	exitCancelled = 130
+)
+
+// usageError marks errors caused by the user's input.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func badInput(err error) error { return usageError{err} }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string) int {
+	app := &cli.App{
+		Name:  "optimize",
+		Usage: "optimize and distill the context compressor of LLM agents",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+		},
+		Before: func(c *cli.Context) error { return setupLogging(c) },
+		Commands: []*cli.Command{
+			rolloutCommand(),
+			runCommand(),
+			guidelineCommand(),
+			distillCommand(),
+			simCommand(),
+		},
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(os.Stderr, "optimize:", err)
+	return exitCode(ctx, err)
+}
+
+func exitCode(ctx context.Context, err error) int {
+	var ue usageError
+	var ce cli.ExitCoder
+	switch {
+	case errors.As(err, &ce):
+		return ce.ExitCode()
+	case errors.As(err, &ue):
+		return exitUsage
+	case errorsIsBudget(err):
+		return exitBudget
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return exitCancelled
+	default:
+		return exitFailure
+	}
+}
+
+func setupLogging(c *cli.Context) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return badInput(fmt.Errorf("--log-level: %w", err))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch c.String("log-format") {
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, opts)
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	default:
+		return badInput(fmt.Errorf("--log-format: want text or json, got %q", c.String("log-format")))
+	}
+	slog.SetDefault(slog.New(h))
+	return nil
+}

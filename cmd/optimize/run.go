@@ -1,0 +1,38 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctxopt/ctxopt/pipeline"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "optimize the compression guideline of a job (ACON Algorithm 1) and export its dataset",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "job file (YAML)"},
+			&cli.StringFlag{Name: "out", Required: true, Usage: "run directory (re-running resumes it)"},
+		},
+		Action: func(c *cli.Context) error {
+			job, err := pipeline.LoadJob(c.String("config"))
+			if err != nil {
+				return badInput(err)
+			}
+			sum, err := pipeline.Run(c.Context, job, c.String("out"))
+			if err != nil {
+				if errors.Is(err, pipeline.ErrBudget) {
+					return fmt.Errorf("%w; finished work is kept: raise the budget in %s and run the same command again to resume", err, c.String("config"))
+				}
+				return err
+			}
+			return pipeline.Report(os.Stdout, c.String("out"), sum)
+		},
+	}
+}
+
+func errorsIsBudget(err error) bool { return errors.Is(err, pipeline.ErrBudget) }

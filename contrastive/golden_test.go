@@ -1,0 +1,100 @@
+package contrastive
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the rendering; run go test -update and review the diff.\ngot:\n%s", path, got)
+	}
+}
+
+const fixtureGuideline = `You keep a running summary of an agent's work.
+
+[Instruction]
+{{ task }}
+
+[Previous summary]
+{{ prev_summary }}
+
+[Turns since the previous summary]
+{{ history }}
+
+Return only the summary.`
+
+const fixtureObsGuideline = `Refine the observation for the agent.
+
+# Instruction
+{{ task }}
+
+# History of interactions
+{{ history }}
+
+# Observation at the current step
+{{ observation }}
+
+# Refined Observation`
+
+// fixtureFeedback is parsed the way Analyze parses, so the golden files
+// also pin what reaches the update prompts.
+func fixtureFeedback(t *testing.T, step, reply, task string, regression bool) Feedback {
+	t.Helper()
+	r, err := parseReply(step, reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Feedback{Step: step, TaskID: task, Kind: KindHistory, Status: StatusOK, Regression: regression, CompressedChars: 180}
+	fill(&f, step, r)
+	f.setID()
+	return f
+}
+
+func TestGolden(t *testing.T) {
+	pair := Pair{Baseline: baselineRun(), Compressed: compressedRun()}
+	rejected := Feedback{TaskID: "qa-0099", Status: StatusRejected, Reason: "not JSON"}
+	ut := []Feedback{
+		fixtureFeedback(t, StepUT, goodUT, "qa-0007", false),
+		rejected,
+		fixtureFeedback(t, StepUT, goodUT, "qa-0011", true),
+	}
+	co := []Feedback{fixtureFeedback(t, StepCO, goodCO, "qa-0003", false), rejected}
+	cases := []struct {
+		name   string
+		render func() (string, error)
+	}{
+		{"analysis_ut", func() (string, error) { return AnalysisPrompt(StepUT, pair, Options{}) }},
+		{"analysis_co", func() (string, error) { return AnalysisPrompt(StepCO, Pair{Compressed: pair.Compressed}, Options{}) }},
+		{"update_ut", func() (string, error) { return UpdatePrompt(StepUT, KindHistory, fixtureGuideline, ut) }},
+		{"update_co", func() (string, error) { return UpdatePrompt(StepCO, KindObservation, fixtureObsGuideline, co) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.render()
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.name, got)
+		})
+	}
+}

@@ -1,0 +1,160 @@
+package distill
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// ErrNoData means the inputs hold no row to train on: no trajectory in which
+// the agent succeeded with compression, or none of its compression events
+// survived curation.
+var ErrNoData = errors.New("no successful compressed trajectories")
+
+// LineError reports a trajectory line that could not be read.
+type LineError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// trajectoryFileName is what rollouts write; every such file under a run
+// directory is an input.
+const trajectoryFileName = "trajectories.jsonl"
+
+// findTrajectories returns every trajectories.jsonl under runDir, sorted, so
+// that the row order, and so the output, does not depend on the walk.
+func findTrajectories(runDir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(runDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && d.Name() == trajectoryFileName {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find trajectories under %s: %w", runDir, err)
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// trajectoryRecord is the part of a rollout.Trajectory that distillation
+// reads; turns are skipped while decoding.
+type trajectoryRecord struct {
+	TaskID          string                     `json:"task_id"`
+	Success         bool                       `json:"success"`
+	Infra           bool                       `json:"infra_failure"`
+	CompressorModel string                     `json:"compressor_model"`
+	Events          []rollout.CompressionEvent `json:"compression_events"`
+}
+
+func decodeTrajectory(line []byte) (trajectoryRecord, error) {
+	var rec trajectoryRecord
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return rec, fmt.Errorf("not a trajectory record: %w", err)
+	}
+	if rec.TaskID == "" {
+		return rec, errors.New("trajectory has no task_id")
+	}
+	return rec, nil
+}
+
+// lineReader yields the non-blank lines of a JSONL file, of any length, and
+// hashes the file as it goes.
+type lineReader struct {
+	r    *bufio.Reader
+	hash hash.Hash
+	line int
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	h := sha256.New()
+	return &lineReader{r: bufio.NewReaderSize(io.TeeReader(r, h), 1<<20), hash: h}
+}
+
+// next returns the next non-blank line (a fresh slice the caller owns) and
+// its 1-based number, or io.EOF.
+func (lr *lineReader) next() ([]byte, int, error) {
+	for {
+		line, err := lr.r.ReadBytes('\n')
+		if len(line) == 0 && err != nil {
+			return nil, lr.line, err
+		}
+		lr.line++
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, lr.line, err
+		}
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+			return trimmed, lr.line, nil
+		}
+	}
+}
+
+func (lr *lineReader) sum() string { return hex.EncodeToString(lr.hash.Sum(nil)) }
+
+// readRunName returns the job name from RUN_DIR/job.yaml; a run directory
+// without one (a plain rollout output) has no name.
+func readRunName(runDir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(runDir, "job.yaml"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read job name: %w", err)
+	}
+	return parseJobName(data)
+}
+
+// readSelectedGuideline returns the guideline RUN_DIR/summary.json names as
+// selected, or "" when there is no summary.
+func readSelectedGuideline(runDir string) (string, error) {
+	path := filepath.Join(runDir, "summary.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read selected guideline: %w", err)
+	}
+	var summary struct {
+		Selected string `json:"selected_guideline"`
+	}
+	if err := json.Unmarshal(data, &summary); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return summary.Selected, nil
+}
+
+func parseJobName(data []byte) (string, error) {
+	var job struct {
+		Name string `yaml:"name"`
+	}
+	if err := yaml.Unmarshal(data, &job); err != nil {
+		return "", fmt.Errorf("job.yaml: %w", err)
+	}
+	return job.Name, nil
+}

@@ -1,0 +1,87 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = [
+#     "trl>=0.20",
+#     "peft>=0.15",
+#     "datasets>=3.0",
+#     "transformers>=4.53",
+#     "accelerate>=1.0",
+# ]
+# ///
+"""LoRA fine-tuning of a context compressor on this dataset.
+
+Written by `optimize distill`. The settings are those of ACON appendix D.3
+(LoRA r 16, alpha 32, lr 1e-4, 3 epochs, batch 4, max length 10000,
+5% linear warmup, weight decay 0.01, AdamW), used there unchanged for every
+student model. The data are conversational prompt-completion rows, so the
+loss covers the teacher's compression only, never the compressor input.
+
+    uv run recipe/train_lora.py --model Qwen/Qwen3-8B
+    python recipe/train_lora.py --model Qwen/Qwen3-8B --output-dir lora-compressor
+"""
+
+import argparse
+from pathlib import Path
+
+import torch
+from datasets import load_dataset
+from peft import LoraConfig
+from trl import SFTConfig, SFTTrainer
+
+DATASET_DIR = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="Qwen/Qwen3-8B", help="student base model (Hub id or path)")
+    parser.add_argument("--data", type=Path, default=DATASET_DIR, help="dataset directory (holds data/*.parquet)")
+    parser.add_argument("--output-dir", default="lora-compressor", help="where the adapter is saved")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+
+    files = {split: str(args.data / "data" / f"{split}.parquet") for split in ("train", "validation")}
+    data = load_dataset("parquet", data_files=files)
+    # Only the conversation trains; the metadata columns stay in the files.
+    data = data.select_columns(["prompt", "completion"])
+    eval_data = data["validation"] if len(data["validation"]) > 0 else None
+
+    peft_config = LoraConfig(
+        r=16,
+        lora_alpha=32,
+        lora_dropout=0.0,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    config = SFTConfig(
+        output_dir=args.output_dir,
+        learning_rate=1e-4,
+        num_train_epochs=3,
+        per_device_train_batch_size=4,
+        per_device_eval_batch_size=4,
+        max_length=10000,
+        warmup_ratio=0.05,
+        lr_scheduler_type="linear",
+        weight_decay=0.01,
+        optim="adamw_torch",
+        completion_only_loss=True,
+        bf16=bf16,
+        eval_strategy="epoch" if eval_data is not None else "no",
+        save_strategy="epoch",
+        logging_steps=10,
+        seed=args.seed,
+        report_to="none",
+    )
+    trainer = SFTTrainer(
+        model=args.model,
+        args=config,
+        train_dataset=data["train"],
+        eval_dataset=eval_data,
+        peft_config=peft_config,
+    )
+    trainer.train()
+    trainer.save_model(args.output_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+package env
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+)
+
+// QAQuestionsPerTask is the number of questions of every qa task (ACON's
+// 8-objective QA).
+const QAQuestionsPerTask = 8
+
+// passage is one retrievable document of the qa corpus.
+type passage struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	Text  string `json:"text"`
+}
+
+// taskLine is one line of train.jsonl or test.jsonl.
+type taskLine struct {
+	ID        string     `json:"id"`
+	Questions []Question `json:"questions"`
+}
+
+// missingFileError reports a dataset file that does not exist, with what to
+// do about it.
+type missingFileError struct{ path string }
+
+func (e *missingFileError) Error() string {
+	return "open dataset " + e.path + ": no such file; set env.dataset in the job file to a directory with corpus.jsonl, train.jsonl and test.jsonl"
+}
+
+func (e *missingFileError) Unwrap() error { return fs.ErrNotExist }
+
+// dataset is a qa dataset as read from fsys; display turns a file name into
+// the path named in errors.
+type dataset struct {
+	fsys    fs.FS
+	display func(name string) string
+}
+
+// readLines calls fn for each non-blank line of the named JSONL file with its
+// line number; fn's errors are prefixed with path:line.
+func (d dataset) readLines(name string, fn func(n int, line []byte) error) error {
+	path := d.display(name)
+	f, err := d.fsys.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &missingFileError{path: path}
+	}
+	if err != nil {
+		return fmt.Errorf("open dataset %s: %w", path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if err := fn(n, line); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read dataset %s: %w", path, err)
+	}
+	return nil
+}
+
+// decodeStrict decodes one JSON object into v, rejecting unknown fields and
+// trailing data, with errors that name the field.
+func decodeStrict(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case err == nil:
+		if dec.More() {
+			return errors.New("malformed JSON: more than one value on the line")
+		}
+		return nil
+	case errors.As(err, &typeErr):
+		return fmt.Errorf("field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("malformed JSON at byte %d: %w", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return fmt.Errorf("malformed JSON: %w", err)
+	}
+}
+
+func (d dataset) loadCorpus() ([]passage, error) {
+	var ps []passage
+	lineOf := map[string]int{}
+	err := d.readLines("corpus.jsonl", func(n int, line []byte) error {
+		var p passage
+		if err := decodeStrict(line, &p); err != nil {
+			return err
+		}
+		switch {
+		case p.ID == "":
+			return errors.New(`field "id": missing or empty`)
+		case p.Title == "":
+			return errors.New(`field "title": missing or empty`)
+		case strings.TrimSpace(p.Text) == "":
+			return errors.New(`field "text": missing or empty`)
+		case strings.Contains(p.Text, "\n\n"):
+			// A blank line ends a passage block in search observations.
+			return errors.New(`field "text": contains a blank line; passages must not, since a blank line separates passages in observations`)
+		case strings.Contains(p.Title, "\n"):
+			return errors.New(`field "title": contains a line break`)
+		}
+		if prev, dup := lineOf[p.ID]; dup {
+			return fmt.Errorf(`field "id": %q already used on line %d`, p.ID, prev)
+		}
+		ps = append(ps, p)
+		lineOf[p.ID] = n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("dataset %s: no passages", d.display("corpus.jsonl"))
+	}
+	// Index order is id order, so BM25 ties go to the lower id.
+	slices.SortFunc(ps, func(a, b passage) int { return strings.Compare(a.ID, b.ID) })
+	return ps, nil
+}
+
+// loadTasks reads split's tasks. ids holds the task ids of splits read so
+// far (they must be unique across splits) and questions the question texts
+// with their "path:line" (splits must not share a question).
+func (d dataset) loadTasks(split string, ids, questions map[string]string) ([]Task, error) {
+	name := split + ".jsonl"
+	var tasks []Task
+	err := d.readLines(name, func(n int, raw []byte) error {
+		var t taskLine
+		if err := decodeStrict(raw, &t); err != nil {
+			return err
+		}
+		if t.ID == "" {
+			return errors.New(`field "id": missing or empty`)
+		}
+		if where, dup := ids[t.ID]; dup {
+			return fmt.Errorf(`field "id": task %q already defined at %s`, t.ID, where)
+		}
+		if len(t.Questions) != QAQuestionsPerTask {
+			return fmt.Errorf(`field "questions": want %d questions, got %d`, QAQuestionsPerTask, len(t.Questions))
+		}
+		where := fmt.Sprintf("%s:%d", d.display(name), n)
+		ids[t.ID] = where
+		var prompt strings.Builder
+		for i, q := range t.Questions {
+			if strings.TrimSpace(q.Text) == "" || strings.Contains(q.Text, "\n") {
+				return fmt.Errorf(`field "questions[%d].q": want one non-empty line`, i)
+			}
+			if len(q.Answers) == 0 {
+				return fmt.Errorf(`field "questions[%d].answers": want at least one answer`, i)
+			}
+			for j, a := range q.Answers {
+				if normalizeAnswer(a) == "" {
+					return fmt.Errorf(`field "questions[%d].answers[%d]": empty after normalization`, i, j)
+				}
+			}
+			if prev, dup := questions[q.Text]; dup {
+				return fmt.Errorf(`field "questions[%d].q": %q is also asked at %s; a question may appear once, so train and test stay apart`, i, q.Text, prev)
+			}
+			questions[q.Text] = where
+			fmt.Fprintf(&prompt, "Q%d: %s\n", i+1, q.Text)
+		}
+		tasks = append(tasks, Task{
+			ID:        t.ID,
+			Split:     split,
+			Prompt:    strings.TrimSuffix(prompt.String(), "\n"),
+			Questions: t.Questions,
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("dataset %s: no tasks", d.display(name))
+	}
+	return tasks, nil
+}

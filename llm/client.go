@@ -1,0 +1,338 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sashabaranov/go-openai"
+)
+
+// Client calls one role's OpenAI-compatible endpoint. It is safe for
+// concurrent use.
+type Client struct {
+	role  string
+	cfg   RoleConfig
+	host  string
+	key   string // only to scrub it from errors; never logged or stored
+	oa    *openai.Client
+	cache *Cache
+	tok   *Tokenizer
+	limit *limiter
+	stats stats
+
+	// Backoff bounds, fields so tests can shrink them.
+	backoffBase time.Duration
+	backoffCap  time.Duration
+}
+
+// NewClient builds the client of role from cfg (defaults applied). The API
+// key is read from the environment variable cfg.KeyEnv now. cache may be nil.
+func NewClient(role string, cfg RoleConfig, cache *Cache) (*Client, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate("roles." + role); err != nil {
+		return nil, err
+	}
+	tok, err := NewTokenizer(cfg.Encoding)
+	if err != nil {
+		return nil, fmt.Errorf("roles.%s.encoding: %w", role, err)
+	}
+	d, err := newDoer(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("roles.%s: %w", role, err)
+	}
+	var key string
+	if cfg.KeyEnv != "" {
+		key = os.Getenv(cfg.KeyEnv)
+		if key == "" {
+			slog.Warn("llm API key variable is empty; sending no key", "role", role, "key_env", cfg.KeyEnv)
+		}
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("roles.%s.base_url: %w", role, err)
+	}
+	oc := openai.DefaultConfig(key)
+	oc.BaseURL = normURL(cfg.BaseURL)
+	oc.HTTPClient = d
+	return &Client{
+		role:        role,
+		cfg:         cfg,
+		host:        u.Host,
+		key:         key,
+		oa:          openai.NewClientWithConfig(oc),
+		cache:       cache,
+		tok:         tok,
+		limit:       endpointLimiter(cfg.BaseURL, cfg.Concurrency),
+		backoffBase: defaultBackoffBase,
+		backoffCap:  defaultBackoffCap,
+	}, nil
+}
+
+// Role is the role name the client was built for.
+func (c *Client) Role() string { return c.role }
+
+// Model is the model the client asks for.
+func (c *Client) Model() string { return c.cfg.Model }
+
+// Tokenizer counts tokens with the role's encoding.
+func (c *Client) Tokenizer() *Tokenizer { return c.tok }
+
+// Stats returns the totals so far.
+func (c *Client) Stats() Stats { return c.stats.snapshot() }
+
+// Cost prices u at the role's rates.
+func (c *Client) Cost(u Usage) float64 {
+	return (float64(u.PromptTokens)*c.cfg.PriceIn + float64(u.CompletionTokens)*c.cfg.PriceOut) / 1e6
+}
+
+// Complete answers req from the cache or the endpoint.
+func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
+	purpose := string(req.Purpose)
+	if purpose == "" {
+		purpose = c.role
+	}
+	maxTokens := c.cfg.MaxTokens
+	if req.MaxTokens > 0 {
+		maxTokens = req.MaxTokens
+	}
+	var key []byte
+	if c.cache != nil {
+		var err error
+		key, err = hashKey(chatKey{
+			Version: cacheVersion, BaseURL: normURL(c.cfg.BaseURL), Model: c.cfg.Model, Purpose: purpose,
+			Messages: req.Messages, Tools: req.Tools, Temperature: c.cfg.Temperature, Seed: c.cfg.Seed,
+			MaxTokens: maxTokens, Sample: req.Sample,
+		})
+		if err != nil {
+			c.stats.failed(err, 0)
+			return Response{}, fmt.Errorf("llm %s: %w", c.role, err)
+		}
+		if resp, ok := c.cachedChat(key); ok {
+			c.stats.answered(resp.Usage, 0, true, 0)
+			return resp, nil
+		}
+	}
+
+	msgs, fill := toOpenAIMessages(req.Messages)
+	oreq := openai.ChatCompletionRequest{
+		Model:       c.cfg.Model,
+		Messages:    msgs,
+		Tools:       toOpenAITools(req.Tools),
+		MaxTokens:   maxTokens,
+		Temperature: float32(c.cfg.Temperature), // the doer writes the exact value
+		Seed:        c.cfg.Seed,
+	}
+	var oresp openai.ChatCompletionResponse
+	retries, err := c.call(ctx, attempt{purpose: purpose, sample: req.Sample, fillContent: fill}, func(ctx context.Context) error {
+		var err error
+		oresp, err = c.oa.CreateChatCompletion(ctx, oreq)
+		if err == nil && len(oresp.Choices) == 0 {
+			return fmt.Errorf("%w: no choices", errMalformed)
+		}
+		return err
+	})
+	if err != nil {
+		c.stats.failed(err, retries)
+		return Response{}, err
+	}
+
+	resp := c.fromOpenAI(oresp, req.Messages)
+	if key != nil {
+		if b, err := json.Marshal(resp); err != nil {
+			slog.Warn("llm cache encode failed", "role", c.role, "err", err)
+		} else {
+			c.cache.put(chatBucket, key, b)
+		}
+	}
+	resp.Retries = retries
+	c.stats.answered(resp.Usage, c.Cost(resp.Usage), false, retries)
+	return resp, nil
+}
+
+func (c *Client) cachedChat(key []byte) (Response, bool) {
+	b, ok := c.cache.get(chatBucket, key)
+	if !ok {
+		return Response{}, false
+	}
+	var resp Response
+	if err := json.Unmarshal(b, &resp); err != nil {
+		slog.Warn("llm cache entry unreadable; asking the endpoint", "role", c.role, "err", err)
+		return Response{}, false
+	}
+	resp.Cached = true
+	resp.Retries = 0
+	return resp, true
+}
+
+// Embed returns one vector per text, in order. Texts are cached one by
+// one, so only those never seen before go to the endpoint, in one request.
+func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, Usage, error) {
+	if len(texts) == 0 {
+		return nil, Usage{}, nil
+	}
+	out := make([][]float32, len(texts))
+	var usage Usage
+	var missing []int
+	keys := make([][]byte, len(texts))
+	for i, t := range texts {
+		if c.cache != nil {
+			k, err := hashKey(embedKey{Version: cacheVersion, BaseURL: normURL(c.cfg.BaseURL), Model: c.cfg.Model, Input: t})
+			if err != nil {
+				c.stats.failed(err, 0)
+				return nil, Usage{}, fmt.Errorf("llm %s: %w", c.role, err)
+			}
+			keys[i] = k
+			if b, ok := c.cache.get(embedBucket, k); ok {
+				if v, n, ok := decodeEmbedding(b); ok {
+					out[i] = v
+					usage.PromptTokens += n
+					continue
+				}
+			}
+		}
+		missing = append(missing, i)
+	}
+	if len(missing) == 0 {
+		c.stats.answered(usage, 0, true, 0)
+		return out, usage, nil
+	}
+
+	input := make([]string, len(missing))
+	for j, i := range missing {
+		input[j] = texts[i]
+	}
+	var oresp openai.EmbeddingResponse
+	retries, err := c.call(ctx, attempt{purpose: c.role}, func(ctx context.Context) error {
+		var err error
+		oresp, err = c.oa.CreateEmbeddings(ctx, openai.EmbeddingRequestStrings{Input: input, Model: openai.EmbeddingModel(c.cfg.Model)})
+		if err != nil {
+			return err
+		}
+		if len(oresp.Data) != len(input) {
+			return fmt.Errorf("%w: %d embeddings for %d inputs", errMalformed, len(oresp.Data), len(input))
+		}
+		for _, d := range oresp.Data {
+			if d.Index < 0 || d.Index >= len(input) {
+				return fmt.Errorf("%w: embedding index %d out of range", errMalformed, d.Index)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.stats.failed(err, retries)
+		return nil, Usage{}, err
+	}
+
+	counts := make([]int, len(input))
+	local := 0
+	for j, t := range input {
+		counts[j] = c.tok.Count(t)
+		local += counts[j]
+	}
+	fresh := Usage{PromptTokens: oresp.Usage.PromptTokens}
+	if fresh.PromptTokens == 0 {
+		fresh.PromptTokens = local
+	}
+	for _, d := range oresp.Data {
+		i := missing[d.Index]
+		out[i] = d.Embedding
+		if keys[i] != nil {
+			c.cache.put(embedBucket, keys[i], encodeEmbedding(d.Embedding, counts[d.Index]))
+		}
+	}
+	usage.PromptTokens += fresh.PromptTokens
+	c.stats.answered(usage, c.Cost(fresh), false, retries)
+	return out, usage, nil
+}
+
+// redact scrubs the API key from err's text, in case a server echoes the
+// request's headers in its error message.
+func (c *Client) redact(err error) error {
+	if err == nil || c.key == "" || !strings.Contains(err.Error(), c.key) {
+		return err
+	}
+	return redacted{err: err, msg: strings.ReplaceAll(err.Error(), c.key, "[REDACTED]")}
+}
+
+type redacted struct {
+	err error
+	msg string
+}
+
+func (r redacted) Error() string { return r.msg }
+func (r redacted) Unwrap() error { return r.err }
+
+func toOpenAIMessages(ms []Message) ([]openai.ChatCompletionMessage, bool) {
+	out := make([]openai.ChatCompletionMessage, len(ms))
+	fill := false
+	for i, m := range ms {
+		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			om.ToolCalls = append(om.ToolCalls, openai.ToolCall{
+				ID: tc.ID, Type: openai.ToolTypeFunction,
+				Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments},
+			})
+		}
+		// An assistant turn that only calls tools may omit content; any
+		// other empty content must still be sent.
+		if m.Content == "" && len(m.ToolCalls) == 0 {
+			fill = true
+		}
+		out[i] = om
+	}
+	return out, fill
+}
+
+// emptySchema stands in for a tool without parameters: servers want an object.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+func toOpenAITools(ts []Tool) []openai.Tool {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]openai.Tool, len(ts))
+	for i, t := range ts {
+		params := t.Parameters
+		if len(params) == 0 {
+			params = emptySchema
+		}
+		out[i] = openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: params,
+		}}
+	}
+	return out
+}
+
+// fromOpenAI converts the first choice, counting tokens locally when the
+// server reports no usage (several local servers do not).
+func (c *Client) fromOpenAI(r openai.ChatCompletionResponse, prompt []Message) Response {
+	ch := r.Choices[0]
+	msg := Message{Role: ch.Message.Role, Content: ch.Message.Content, Name: ch.Message.Name}
+	if msg.Role == "" {
+		msg.Role = openai.ChatMessageRoleAssistant
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	u := Usage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens}
+	if u.PromptTokens == 0 {
+		u.PromptTokens = c.tok.CountMessages(prompt)
+	}
+	if u.CompletionTokens == 0 {
+		u.CompletionTokens = c.tok.Count(msg.Content)
+		for _, tc := range msg.ToolCalls {
+			u.CompletionTokens += c.tok.Count(tc.Arguments)
+		}
+	}
+	model := r.Model
+	if model == "" {
+		model = c.cfg.Model
+	}
+	return Response{Message: msg, Usage: u, FinishReason: string(ch.FinishReason), Model: model}
+}

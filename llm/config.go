@@ -1,0 +1,111 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+)
+
+// Defaults applied by WithDefaults to zero fields of a RoleConfig.
+const (
+	DefaultConcurrency = 8
+	DefaultTimeout     = 120 * time.Second
+	DefaultMaxRetries  = 5
+)
+
+// RoleConfig configures the endpoint and sampling of one role (agent,
+// compressor, ...). The API key never appears here: KeyEnv names the
+// environment variable that holds it.
+type RoleConfig struct {
+	// BaseURL is the OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1.
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	Model   string `yaml:"model" json:"model"`
+	// KeyEnv is the name of the environment variable holding the API key.
+	// Empty means no key, as for most local servers.
+	KeyEnv      string  `yaml:"key_env,omitempty" json:"key_env,omitempty"`
+	Temperature float64 `yaml:"temperature" json:"temperature"`
+	Seed        *int    `yaml:"seed,omitempty" json:"seed,omitempty"`
+	MaxTokens   int     `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// PriceIn and PriceOut are USD per million prompt and completion tokens.
+	PriceIn  float64 `yaml:"price_in,omitempty" json:"price_in,omitempty"`
+	PriceOut float64 `yaml:"price_out,omitempty" json:"price_out,omitempty"`
+	// Concurrency bounds the requests in flight to BaseURL, shared by every
+	// role that uses the same BaseURL (the largest value wins).
+	Concurrency int `yaml:"concurrency,omitempty" json:"concurrency,omitempty"`
+	// Timeout bounds one attempt, not the whole call with its retries.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// MaxRetries is the number of retries after the first attempt; 0 means
+	// the default and a negative value disables retries.
+	MaxRetries int `yaml:"max_retries,omitempty" json:"max_retries,omitempty"`
+	// Encoding is the tiktoken encoding used to count tokens locally.
+	Encoding string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c RoleConfig) WithDefaults() RoleConfig {
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = DefaultMaxRetries
+	}
+	if c.Encoding == "" {
+		c.Encoding = DefaultEncoding
+	}
+	return c
+}
+
+// envName is what a shell accepts as a variable name. Anything else in
+// key_env is most likely the key itself pasted by mistake.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// encodings are the BPEs the offline loader ships.
+var encodings = map[string]bool{"o200k_base": true, "cl100k_base": true, "p50k_base": true, "r50k_base": true}
+
+// Validate reports every invalid field, each prefixed by field (the path of
+// c in the job spec, e.g. "roles.agent").
+func (c RoleConfig) Validate(field string) error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{field, name}, args...)...))
+	}
+	if c.BaseURL == "" {
+		bad("base_url", "must not be empty (an OpenAI-compatible API root such as http://127.0.0.1:8080/v1)")
+	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("base_url", "%q is not an http(s) URL with a host", c.BaseURL)
+	}
+	if c.Model == "" {
+		bad("model", "must not be empty")
+	}
+	if c.KeyEnv != "" && !envName.MatchString(c.KeyEnv) {
+		// The value is not echoed: it may be the secret itself.
+		bad("key_env", "must be the name of an environment variable holding the key (letters, digits, _), not the key")
+	}
+	if c.Temperature < 0 || c.Temperature > 2 {
+		bad("temperature", "%g is outside [0, 2]", c.Temperature)
+	}
+	if c.MaxTokens < 0 {
+		bad("max_tokens", "must not be negative")
+	}
+	if c.PriceIn < 0 {
+		bad("price_in", "must not be negative")
+	}
+	if c.PriceOut < 0 {
+		bad("price_out", "must not be negative")
+	}
+	if c.Concurrency < 0 {
+		bad("concurrency", "must not be negative (0 means %d)", DefaultConcurrency)
+	}
+	if c.Timeout < 0 {
+		bad("timeout", "must not be negative (0 means %s)", DefaultTimeout)
+	}
+	if c.Encoding != "" && !encodings[c.Encoding] {
+		bad("encoding", "%q is unknown; use o200k_base, cl100k_base, p50k_base or r50k_base", c.Encoding)
+	}
+	return errors.Join(errs...)
+}

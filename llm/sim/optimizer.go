@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+const originalMarker = "<<<ORIGINAL_PROMPT>>>"
+
+// lengthFooter is the paper's CO footer (ACON G.7), Jinja default filter
+// and all: the guideline validator is expected to repair it.
+const lengthFooter = "Target summaries well under {{ max_chars | default(1500) }} characters."
+
+// brokenLine opens a block it never closes, as optimizer models now and then
+// do; the pipeline must reject such a candidate.
+const brokenLine = "{% if prev_summary %}Update the previous summary instead of rewriting it."
+
+var (
+	ruleLineRe   = regexp.MustCompile(`^\s*- RULE:\s*(.+?)\s*$`)
+	removeLineRe = regexp.MustCompile(`^\s*- REMOVE \[([^\]]+)\]`)
+	// coHintRe recognises a CO update prompt that found nothing to remove:
+	// it still speaks of REMOVE lines, a UT prompt never does.
+	coHintRe = regexp.MustCompile(`\bREMOVE\b|(?i:compression step)`)
+)
+
+var errNoOriginal = errors.New("optimizer prompt lacks the two " + originalMarker + " lines around the current guideline (see docs/embedded-model.md, Optimizer)")
+
+// optimize answers an update prompt with the revised guideline.
+func optimize(prompt string, sample int) (string, error) {
+	original, outside, ok := splitOriginal(prompt)
+	if !ok {
+		return "", errNoOriginal
+	}
+	var rules []string
+	count := map[string]int{}
+	spelled := map[string]string{}
+	cats := map[string]bool{}
+	for line := range strings.Lines(outside) {
+		line = strings.TrimRight(line, "\r\n")
+		if m := ruleLineRe.FindStringSubmatch(line); m != nil {
+			k := asciiLower(m[1])
+			if count[k] == 0 {
+				rules = append(rules, k)
+				spelled[k] = m[1]
+			}
+			count[k]++
+			continue
+		}
+		if m := removeLineRe.FindStringSubmatch(line); m != nil {
+			cats[asciiLower(strings.TrimSpace(m[1]))] = true
+		}
+	}
+	co := len(cats) > 0 || coHintRe.MatchString(outside)
+
+	// Most frequent first, ties in order of first appearance. The sample
+	// index decides how many are taken: samples 0 and 1 take all, each
+	// further pair one fewer, so K samples of one feedback set differ.
+	order := slices.Clone(rules)
+	slices.SortStableFunc(order, func(a, b string) int { return count[b] - count[a] })
+	if n := len(order); n > 0 {
+		order = order[:n-(sample/2)%n]
+	}
+
+	lines := strings.Split(original, "\n")
+	lines = slices.DeleteFunc(lines, func(l string) bool { return removable(l, cats) })
+	present := map[string]bool{}
+	for _, l := range lines {
+		present[asciiLower(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")))] = true
+	}
+	var add []string
+	for _, k := range order {
+		if !present[k] {
+			add = append(add, spelled[k])
+			present[k] = true
+		}
+	}
+	if co && !strings.Contains(original, "Target summaries well under") {
+		add = append(add, lengthFooter)
+	}
+	broken := sample > 0 && hashInts(hashStrings("broken", prompt), sample)%4 == 0
+	lines = insertRules(lines, add, broken)
+	return strings.Join(lines, "\n"), nil
+}
+
+// splitOriginal returns the guideline between the two marker lines and the
+// rest of the prompt.
+func splitOriginal(prompt string) (original, outside string, ok bool) {
+	first := markerLine(prompt, 0)
+	if first < 0 {
+		return "", "", false
+	}
+	startBody := first + len(originalMarker)
+	second := markerLine(prompt, startBody)
+	if second < 0 {
+		return "", "", false
+	}
+	original = strings.TrimPrefix(prompt[startBody:second], "\n")
+	original = strings.TrimRight(original, "\n")
+	return original, prompt[:first] + "\n" + prompt[second+len(originalMarker):], true
+}
+
+// markerLine returns the offset of the next marker that stands on a line of
+// its own (blanks aside) at or after off, or -1.
+func markerLine(s string, off int) int {
+	for off <= len(s) {
+		i := strings.Index(s[off:], originalMarker)
+		if i < 0 {
+			return -1
+		}
+		i += off
+		ls := strings.LastIndexByte(s[:i], '\n') + 1
+		le := strings.IndexByte(s[i:], '\n')
+		if le < 0 {
+			le = len(s)
+		} else {
+			le += i
+		}
+		if strings.TrimSpace(s[ls:i]) == "" && strings.TrimSpace(s[i+len(originalMarker):le]) == "" {
+			return i
+		}
+		off = i + len(originalMarker)
+	}
+	return -1
+}
+
+// removable reports whether a guideline line asks for content of one of the
+// removal categories. Lines holding template code are never removed.
+func removable(line string, cats map[string]bool) bool {
+	if len(cats) == 0 || strings.Contains(line, "{{") || strings.Contains(line, "{%") {
+		return false
+	}
+	l := asciiLower(line)
+	switch {
+	case cats["tool-logs"] && anyWord(l, "query", "queries", "log", "logs"):
+		return true
+	case cats["unrelated-facts"] && hasWord(l, "all") && anyStem(l, "data", "artifact", "fact"):
+		return true
+	case cats["narrative"] && (anyStem(l, "rationale", "influence") || hasWord(l, "why") ||
+		anyPhrase(l, "earlier steps", "steps influenced", "shaped later")):
+		return true
+	case cats["formatting"] && (hasWord(l, "pending") || hasWord(l, "todo") || anyPhrase(l, "remaining questions")):
+		return true
+	}
+	return false
+}
+
+// insertRules extends the guideline's Rules: block with add, or creates one
+// before the output-format section (at the end without one).
+func insertRules(lines, add []string, broken bool) []string {
+	if len(add) == 0 && !broken {
+		return lines
+	}
+	items := make([]string, 0, len(add)+1)
+	if broken {
+		items = append(items, brokenLine)
+	}
+	for _, r := range add {
+		items = append(items, "- "+r)
+	}
+	for i, l := range lines {
+		if strings.EqualFold(strings.TrimSpace(l), "rules:") {
+			j := i + 1
+			for j < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[j]), "- ") {
+				j++
+			}
+			return slices.Insert(lines, j, items...)
+		}
+	}
+	block := append([]string{"Rules:"}, items...)
+	for i, l := range lines {
+		if strings.Contains(asciiLower(l), "output format") && !strings.Contains(l, "{{") {
+			return slices.Insert(lines, i, append(block, "")...)
+		}
+	}
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return append(append(lines, ""), block...)
+}

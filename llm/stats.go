@@ -1,0 +1,61 @@
+package llm
+
+import (
+	"errors"
+	"sync"
+)
+
+// Stats sums a client's calls since it was built.
+type Stats struct {
+	// Calls counts requests answered, from the server or the cache.
+	Calls int64 `json:"calls"`
+	// CacheHits counts calls answered wholly from the cache, with no request.
+	CacheHits int64 `json:"cache_hits"`
+	// Retries counts failed attempts that were retried.
+	Retries int64 `json:"retries"`
+	// Failures counts calls that returned an error; Unavailable those of
+	// them that wrap ErrUnavailable.
+	Failures    int64 `json:"failures"`
+	Unavailable int64 `json:"unavailable"`
+	// Token counts include cache hits; CostUSD does not, since a hit spends
+	// no money.
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+}
+
+// stats is the mutable, lock-guarded form of Stats. A mutex rather than
+// atomics keeps the float cost and the token counts consistent.
+type stats struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func (st *stats) snapshot() Stats {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.s
+}
+
+func (st *stats) answered(u Usage, cost float64, cached bool, retries int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Calls++
+	if cached {
+		st.s.CacheHits++
+	}
+	st.s.Retries += int64(retries)
+	st.s.PromptTokens += int64(u.PromptTokens)
+	st.s.CompletionTokens += int64(u.CompletionTokens)
+	st.s.CostUSD += cost
+}
+
+func (st *stats) failed(err error, retries int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.s.Failures++
+	if errors.Is(err, ErrUnavailable) {
+		st.s.Unavailable++
+	}
+	st.s.Retries += int64(retries)
+}

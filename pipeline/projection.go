@@ -1,0 +1,79 @@
+package pipeline
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// Projection estimates what a job will spend before its first call, from
+// the job's sizes and thresholds. It is a planning figure, not a bound: the
+// budget is what stops a run.
+type Projection struct {
+	LLMCalls int     `json:"llm_calls"`
+	Tokens   int     `json:"tokens"`
+	USD      float64 `json:"usd"`
+}
+
+// Project estimates the spend of `optimize run` on ntrain train tasks.
+func Project(job *Job, ntrain int) Projection {
+	steps := float64(job.Env.StepLimit) / 2
+	hist := float64(job.Compression.History.Threshold)
+	// One rollout of n tasks: agent calls with a context near the history
+	// threshold, and a compression every few steps.
+	type use struct{ calls, in, out float64 }
+	rolloutUse := func(n float64, compressed bool) (agent, comp use) {
+		agent = use{n * steps, n * steps * hist, n * steps * 60}
+		if compressed {
+			c := n * steps / 3
+			comp = use{c, c * hist, c * 400}
+		}
+		return agent, comp
+	}
+	var agent, comp, opt use
+	add := func(dst *use, u use) { dst.calls += u.calls; dst.in += u.in; dst.out += u.out }
+	n := float64(ntrain)
+	for _, c := range []bool{false, false, true} { // baseline, fifo, prompting
+		a, k := rolloutUse(n, c)
+		add(&agent, a)
+		add(&comp, k)
+	}
+	o := job.Optimize
+	for range o.Rounds {
+		// Selection rollouts of K candidates (UT on about the baseline's
+		// successes, CO on the holdout), then the chosen on all train tasks.
+		sel := float64(o.Candidates) * (0.7*n + o.COHoldout*n)
+		a, k := rolloutUse(sel+2*n, true)
+		add(&agent, a)
+		add(&comp, k)
+		// Analysis of about half the tasks per step, K update calls.
+		add(&opt, use{n + 2*float64(o.Candidates), n * 2 * hist * steps / 3, n*800 + 2*float64(o.Candidates)*1500})
+	}
+	price := func(u use, in, out float64) float64 { return (u.in*in + u.out*out) / 1e6 }
+	r := job.Roles
+	usd := price(agent, r.Agent.PriceIn, r.Agent.PriceOut) +
+		price(comp, r.Compressor.PriceIn, r.Compressor.PriceOut) +
+		price(opt, r.Optimizer.PriceIn, r.Optimizer.PriceOut)
+	return Projection{
+		LLMCalls: int(agent.calls + comp.calls + opt.calls),
+		Tokens:   int(agent.in + agent.out + comp.in + comp.out + opt.in + opt.out),
+		USD:      usd,
+	}
+}
+
+// Log prints the projection.
+func (p Projection) Log() {
+	slog.Info("projected cost (estimate, before the first call)", "llm_calls", p.LLMCalls, "tokens", p.Tokens, "usd", fmt.Sprintf("%.2f", p.USD))
+}
+
+// Check reports whether the budget is below the projection.
+func (p Projection) Check(b Budget) error {
+	switch {
+	case b.LLMCalls > 0 && p.LLMCalls > b.LLMCalls:
+		return fmt.Errorf("projected %d LLM calls > budget.llm_calls %d", p.LLMCalls, b.LLMCalls)
+	case b.Tokens > 0 && p.Tokens > b.Tokens:
+		return fmt.Errorf("projected %d tokens > budget.tokens %d", p.Tokens, b.Tokens)
+	case b.USD > 0 && p.USD > b.USD:
+		return fmt.Errorf("projected $%.2f > budget.usd $%.2f", p.USD, b.USD)
+	}
+	return nil
+}

@@ -1,0 +1,677 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ctxopt/ctxopt/contrastive"
+	"github.com/ctxopt/ctxopt/distill"
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// StageSummary is a rollout summary with the guideline it used.
+type StageSummary struct {
+	rollout.Summary
+	GuidelineID string `json:"guideline_id"`
+}
+
+// RunSummary is DIR/summary.json of `optimize run`.
+type RunSummary struct {
+	Job           string `json:"job"`
+	EmbeddedModel bool   `json:"embedded_model"`
+	Kind          string `json:"kind"`
+	// Baseline runs without compression, Prompting with the starting
+	// guideline, FIFO keeps the last turns; UT and UTCO are the last round's.
+	Baseline          StageSummary `json:"baseline"`
+	Prompting         StageSummary `json:"prompting"`
+	FIFO              StageSummary `json:"fifo"`
+	UT                StageSummary `json:"ut"`
+	UTCO              StageSummary `json:"utco"`
+	SelectedGuideline string       `json:"selected_guideline"`
+	StartingGuideline string       `json:"starting_guideline"`
+	Rounds            []Round      `json:"rounds"`
+	StoppedEarly      bool         `json:"stopped_early"`
+	// Dataset is the distillation export (DIR/datasets), when enabled.
+	Dataset   *DatasetSummary `json:"dataset,omitempty"`
+	Projected Projection      `json:"projected"`
+	Spent     Spend           `json:"spent"`
+}
+
+// Round records one UT→CO round.
+type Round struct {
+	N  int      `json:"round"`
+	UT Decision `json:"ut"`
+	CO Decision `json:"co"`
+}
+
+// Decision records a candidate selection: every candidate, its validation
+// and scores, the paired comparison with the parent, and the choice.
+type Decision struct {
+	Step       string      `json:"step"`
+	Parent     string      `json:"parent"`
+	Chosen     string      `json:"chosen"`
+	KeptParent bool        `json:"kept_parent"`
+	Tasks      []string    `json:"selection_tasks"`
+	Feedback   int         `json:"feedback_ok"`
+	Rejected   int         `json:"feedback_rejected"`
+	Parent0    Score       `json:"parent_score"`
+	Candidates []Candidate `json:"candidates"`
+	Reason     string      `json:"reason"`
+}
+
+// Candidate is one optimizer proposal.
+type Candidate struct {
+	K           int      `json:"k"`
+	ID          string   `json:"id,omitempty"`
+	Valid       bool     `json:"valid"`
+	Rejected    string   `json:"rejected,omitempty"`
+	Repairs     []string `json:"repairs,omitempty"`
+	FeedbackIDs []string `json:"feedback_ids,omitempty"`
+	Score       *Score   `json:"score,omitempty"`
+	Paired      *Paired  `json:"paired,omitempty"`
+}
+
+// Score is how a guideline did on the selection tasks.
+type Score struct {
+	Success     float64 `json:"success"`
+	TotalTokens float64 `json:"total_tokens_mean"`
+	NormCost    float64 `json:"norm_cost"`
+	Objective   float64 `json:"objective"`
+}
+
+// Run executes Algorithm 1 of ACON for job into outDir and returns the
+// summary. It is resumable: finished stages with unchanged inputs are
+// skipped, interrupted ones resume.
+func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	resolved, err := yaml.Marshal(job)
+	if err != nil {
+		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(outDir, "job.yaml"), resolved, 0o644); err != nil {
+		return nil, err
+	}
+	rt, err := Open(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	reg, err := guideline.OpenRegistry(filepath.Join(outDir, "guidelines"))
+	if err != nil {
+		return nil, err
+	}
+	p := &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: NewMeter(job.Budget)}
+	p.agent, p.compressor, p.optimizer = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer)
+	p.kind = guideline.KindHistory
+	if !job.Compression.History.Enabled {
+		p.kind = guideline.KindObservation
+	}
+	if !job.Compression.History.Enabled && !job.Compression.Observation.Enabled {
+		return nil, errors.New("the job enables neither compression.history nor compression.observation: nothing to optimize")
+	}
+	sum, err := p.run()
+	if sum != nil {
+		sum.Spent = p.meter.Snapshot()
+	}
+	return sum, err
+}
+
+type runner struct {
+	ctx   context.Context
+	job   *Job
+	rt    *Runtime
+	dir   string
+	reg   *guideline.Registry
+	meter *Meter
+	kind  guideline.Kind
+
+	agent, compressor, optimizer *Metered
+	train                        []env.Task
+	other                        *rollout.Guideline // the kind not optimized, fixed
+}
+
+func (p *runner) run() (*RunSummary, error) {
+	job := p.job
+	var err error
+	if p.train, err = p.rt.Tasks("train"); err != nil {
+		return nil, err
+	}
+	sum := &RunSummary{Job: job.Name, EmbeddedModel: p.rt.EmbeddedModel, Kind: string(p.kind)}
+	sum.Projected = Project(job, len(p.train))
+	sum.Projected.Log()
+	if err := sum.Projected.Check(job.Budget); err != nil {
+		slog.Warn("the budget is smaller than the projected cost; the run will stop cleanly when it is reached", "reason", err)
+	}
+
+	// The kind not being optimized keeps its starting guideline throughout.
+	otherKind := guideline.KindObservation
+	if p.kind == guideline.KindObservation {
+		otherKind = guideline.KindHistory
+	}
+	if p.other, err = StartingCompiled(job, otherKind); err != nil {
+		return nil, err
+	}
+	src, origin, err := StartingGuideline(job, p.kind)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := p.register(src, guideline.Record{Kind: p.kind, Step: "seed", Source: origin})
+	if err != nil {
+		return nil, err
+	}
+	if seed.g == nil {
+		return nil, fmt.Errorf("starting %s guideline %s is not valid: %s", p.kind, origin, strings.Join(seed.rec.Validation.Problems, "; "))
+	}
+	sum.StartingGuideline = seed.rec.ID
+
+	base, err := p.rollout("baseline", rollout.StrategyNone, nil, p.train)
+	if err != nil {
+		return nil, err
+	}
+	sum.Baseline = StageSummary{Summary: base.Summary}
+	fifo, err := p.rollout("fifo", rollout.StrategyFIFO, nil, p.train)
+	if err != nil {
+		return nil, err
+	}
+	sum.FIFO = StageSummary{Summary: fifo.Summary}
+	cur, err := p.rollout("prompting", rollout.StrategyPrompting, seed.g, p.train)
+	if err != nil {
+		return nil, err
+	}
+	sum.Prompting = StageSummary{Summary: cur.Summary, GuidelineID: seed.rec.ID}
+	parent := seed
+
+	for r := 1; r <= job.Optimize.Rounds; r++ {
+		round := Round{N: r}
+		// UT: contrast baseline successes with compressed failures.
+		ut, utDec, err := p.step(r, "ut", parent, base, cur)
+		if err != nil {
+			return sum, err
+		}
+		round.UT = utDec
+		utRun, err := p.rollout(fmt.Sprintf("r%d-ut-train", r), rollout.StrategyGuideline, ut.g, p.train)
+		if err != nil {
+			return sum, err
+		}
+		sum.UT = StageSummary{Summary: utRun.Summary, GuidelineID: ut.rec.ID}
+		// CO: what the successful compressed runs carried but never used.
+		co, coDec, err := p.step(r, "co", ut, base, utRun)
+		if err != nil {
+			return sum, err
+		}
+		round.CO = coDec
+		coRun, err := p.rollout(fmt.Sprintf("r%d-utco-train", r), rollout.StrategyGuideline, co.g, p.train)
+		if err != nil {
+			return sum, err
+		}
+		sum.UTCO = StageSummary{Summary: coRun.Summary, GuidelineID: co.rec.ID}
+		sum.SelectedGuideline = co.rec.ID
+		sum.Rounds = append(sum.Rounds, round)
+		if err := p.writeSummary(sum); err != nil {
+			return sum, err
+		}
+		if utDec.KeptParent && coDec.KeptParent {
+			slog.Info("round gained nothing; stopping early", "round", r)
+			sum.StoppedEarly = true
+			break
+		}
+		parent, cur = co, coRun
+	}
+	if job.Distill.Enabled {
+		d, err := p.distill(sum, cur)
+		if err != nil {
+			return sum, err
+		}
+		sum.Dataset = d
+	}
+	return sum, p.writeSummary(sum)
+}
+
+// DatasetSummary reports the distillation export.
+type DatasetSummary struct {
+	Dir        string         `json:"dir"`
+	Rows       map[string]int `json:"rows"`
+	Redactions map[string]int `json:"redactions"`
+	Skipped    string         `json:"skipped,omitempty"`
+}
+
+// distill exports the teacher's compressions of the selected guideline's
+// successful train runs (ACON's D⁺_train) as training sets.
+func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummary, error) {
+	out := filepath.Join(p.dir, "datasets")
+	d := &DatasetSummary{Dir: out}
+	inputs := map[string]any{"guideline": sum.SelectedGuideline, "trajectories": summaryHash(final), "distill": p.job.Distill, "seed": p.job.Seed}
+	_, err := stage(p.dir, "distill", inputs, p.meter, func(dir string) (map[string]float64, error) {
+		m, err := distill.Build(p.ctx, p.dir, out, distill.Options{
+			Seed: p.job.Seed, ValidationFraction: p.job.Distill.ValidationFraction, MaxLength: p.job.Distill.MaxLength,
+			RedactEmails: p.job.Distill.RedactEmails, Guideline: sum.SelectedGuideline, JobName: p.job.Name,
+			Trajectories: []string{final.Path},
+		})
+		if errors.Is(err, distill.ErrNoData) {
+			slog.Warn("no dataset exported", "reason", err)
+			return map[string]float64{"rows": 0}, rollout.WriteJSON(filepath.Join(dir, "skipped.json"), map[string]string{"reason": err.Error()})
+		}
+		if err != nil {
+			return nil, err
+		}
+		return map[string]float64{"rows": float64(m.Rows.Kept)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b, err := os.ReadFile(filepath.Join(p.dir, "stages", "distill", "skipped.json")); err == nil {
+		var r map[string]string
+		_ = json.Unmarshal(b, &r)
+		d.Skipped = r["reason"]
+		return d, nil
+	}
+	b, err := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		return nil, fmt.Errorf("dataset manifest: %w", err)
+	}
+	var m distill.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("dataset manifest: %w", err)
+	}
+	d.Rows = map[string]int{}
+	for split, st := range m.Splits {
+		d.Rows[split] = st.Rows
+	}
+	d.Redactions = m.Redactions
+	return d, nil
+}
+
+func (p *runner) writeSummary(sum *RunSummary) error {
+	sum.Spent = p.meter.Snapshot()
+	return rollout.WriteJSON(filepath.Join(p.dir, "summary.json"), sum)
+}
+
+// compiled is a registered guideline; g is nil when it failed validation.
+type compiled struct {
+	rec guideline.Record
+	src string
+	g   *rollout.Guideline
+}
+
+// register stores src in the registry with rec's lineage (the registry
+// validates and repairs it) and compiles what it stored.
+func (p *runner) register(src string, rec guideline.Record) (compiled, error) {
+	rec, err := p.reg.Put(rec, src)
+	if err != nil {
+		return compiled{}, err
+	}
+	_, stored, err := p.reg.Get(rec.ID)
+	if err != nil {
+		return compiled{}, err
+	}
+	c := compiled{rec: rec, src: stored}
+	if t, rep := guideline.Validate(rec.Kind, stored); rep.OK {
+		c.g = &rollout.Guideline{ID: rec.ID, Template: t}
+	}
+	return c, nil
+}
+
+// rollout runs tasks with a strategy as a stage, or reuses it.
+func (p *runner) rollout(name string, s rollout.Strategy, g *rollout.Guideline, tasks []env.Task) (*rollout.Result, error) {
+	var hist, obs *rollout.Guideline
+	if p.kind == guideline.KindHistory {
+		hist, obs = g, p.other
+	} else {
+		hist, obs = p.other, g
+	}
+	agent := p.rt.NewAgent(p.rt.Compression(s, hist, obs))
+	agent.Model, agent.Compressor = p.agent, p.compressor
+	runner := p.rt.Runner(agent, name)
+	inputs := map[string]any{
+		"strategy": s, "guideline": idOf(g), "other": idOf(p.other), "tasks": taskIDs(tasks),
+		"env": p.job.Env, "compression": p.job.Compression, "roles": p.job.Roles, "embedded": p.job.Embedded,
+	}
+	var res *rollout.Result
+	_, err := stage(p.dir, name, inputs, p.meter, func(dir string) (map[string]float64, error) {
+		r, err := runner.RunDir(p.ctx, tasks, filepath.Join(dir, "rollout"))
+		if err != nil {
+			return nil, err
+		}
+		res = r
+		return map[string]float64{"tasks": float64(r.Summary.Tasks), "success_rate": r.Summary.SuccessRate}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res == nil { // skipped: the finished rollout is read back
+		return runner.RunDir(p.ctx, tasks, filepath.Join(p.dir, "stages", name, "rollout"))
+	}
+	return res, nil
+}
+
+func idOf(g *rollout.Guideline) string {
+	if g == nil {
+		return ""
+	}
+	return g.ID
+}
+
+func taskIDs(ts []env.Task) []string {
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// step runs one UT or CO step: analysis, K candidates, selection.
+func (p *runner) step(round int, step string, parent compiled, base, cur *rollout.Result) (compiled, Decision, error) {
+	name := fmt.Sprintf("r%d-%s", round, step)
+	dir := filepath.Join(p.dir, "stages", name)
+	inputs := map[string]any{
+		"parent": parent.rec.ID, "baseline": summaryHash(base), "current": summaryHash(cur),
+		"optimize": p.job.Optimize, "roles": p.job.Roles, "seed": p.job.Seed,
+	}
+	var dec Decision
+	_, err := stage(p.dir, name, inputs, p.meter, func(dir string) (map[string]float64, error) {
+		d, err := p.runStep(round, step, dir, parent, base, cur)
+		if err != nil {
+			return nil, err
+		}
+		dec = d
+		if err := rollout.WriteJSON(filepath.Join(dir, "decision.json"), d); err != nil {
+			return nil, err
+		}
+		return map[string]float64{"candidates": float64(len(d.Candidates)), "feedback": float64(d.Feedback)}, nil
+	})
+	if err != nil {
+		return compiled{}, dec, err
+	}
+	if dec.Step == "" { // skipped: read the decision back
+		b, err := os.ReadFile(filepath.Join(dir, "decision.json"))
+		if err != nil {
+			return compiled{}, dec, fmt.Errorf("stage %s: %w", name, err)
+		}
+		if err := json.Unmarshal(b, &dec); err != nil {
+			return compiled{}, dec, fmt.Errorf("stage %s: decision.json: %w", name, err)
+		}
+	}
+	if dec.KeptParent {
+		return parent, dec, nil
+	}
+	rec, src, err := p.reg.Get(dec.Chosen)
+	if err != nil {
+		return compiled{}, dec, err
+	}
+	c, err := p.register(src, rec)
+	return c, dec, err
+}
+
+func summaryHash(r *rollout.Result) string {
+	b, _ := json.Marshal(r.Summary)
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:8])
+}
+
+func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur *rollout.Result) (Decision, error) {
+	opt := p.job.Optimize
+	dec := Decision{Step: step, Parent: parent.rec.ID}
+	sets := contrastive.Mine(base.Trajectories, cur.Trajectories, opt.StepRatio)
+
+	// Analysis: UT contrasts baseline and compressed runs; CO reads the
+	// successful compressed runs alone.
+	items := sets.Items(step)
+	fb, err := contrastive.Analyze(p.ctx, p.optimizer, step, items, contrastive.Options{
+		Round: round, Kind: string(p.kind), StepRatio: opt.StepRatio, Concurrency: p.job.Rollout.Concurrency,
+	})
+	if err != nil {
+		return dec, err
+	}
+	if err := contrastive.WriteFeedback(filepath.Join(dir, "feedback.jsonl"), fb); err != nil {
+		return dec, err
+	}
+	var ok []contrastive.Feedback
+	for _, f := range fb {
+		if f.Status == contrastive.StatusOK {
+			ok = append(ok, f)
+		} else {
+			dec.Rejected++
+		}
+	}
+	dec.Feedback = len(ok)
+	if len(ok) == 0 {
+		dec.Chosen, dec.KeptParent = parent.rec.ID, true
+		dec.Reason = fmt.Sprintf("no usable feedback (%d items analyzed, %d rejected): the parent is kept", len(items), dec.Rejected)
+		return dec, nil
+	}
+
+	// Candidates: each from its own seeded sample of the feedback.
+	cands := make([]compiled, opt.Candidates)
+	for k := range opt.Candidates {
+		sample := contrastive.Sample(ok, opt.FeedbackSample, int64(p.job.Seed), k)
+		c := Candidate{K: k}
+		for _, f := range sample {
+			c.FeedbackIDs = append(c.FeedbackIDs, f.ID)
+		}
+		src, err := p.propose(step, parent, sample, k)
+		if err != nil {
+			if p.ctx.Err() != nil || errors.Is(err, ErrBudget) {
+				return dec, err
+			}
+			c.Rejected = err.Error()
+			dec.Candidates = append(dec.Candidates, c)
+			continue
+		}
+		reg, err := p.register(src, guideline.Record{
+			Kind: p.kind, Parent: parent.rec.ID, Round: round, Step: step,
+			FeedbackIDs: c.FeedbackIDs, Source: "optimizer",
+		})
+		if err != nil {
+			return dec, err
+		}
+		c.ID = reg.rec.ID
+		for _, r := range reg.rec.Validation.Repairs {
+			c.Repairs = append(c.Repairs, fmt.Sprintf("line %d: %s -> %s", r.Line, r.From, r.To))
+		}
+		if reg.g == nil {
+			c.Rejected = "invalid template: " + strings.Join(reg.rec.Validation.Problems, "; ")
+		} else {
+			c.Valid = true
+			cands[k] = reg
+		}
+		dec.Candidates = append(dec.Candidates, c)
+	}
+
+	// Selection tasks: UT on tasks the baseline solves (I⁺), CO on a
+	// held-out part of the train split.
+	var tasks []env.Task
+	if step == "ut" {
+		tasks = baselineSuccesses(p.train, base)
+	} else {
+		tasks = holdout(p.train, opt.COHoldout, p.job.Seed)
+	}
+	if opt.SelectionTasks > 0 && len(tasks) > opt.SelectionTasks {
+		tasks = tasks[:opt.SelectionTasks]
+	}
+	dec.Tasks = taskIDs(tasks)
+	parentTr := pick(cur.Trajectories, tasks)
+	dec.Parent0 = p.score(step, parentTr, parentTr)
+
+	best := -1
+	for i := range dec.Candidates {
+		c := &dec.Candidates[i]
+		if !c.Valid {
+			continue
+		}
+		res, err := p.rollout(filepath.Join(fmt.Sprintf("r%d-%s-select", round, step), c.ID), rollout.StrategyGuideline, cands[c.K].g, tasks)
+		if err != nil {
+			return dec, err
+		}
+		s := p.score(step, res.Trajectories, parentTr)
+		c.Score = &s
+		pr := pairedOf(res.Trajectories, parentTr, uint64(p.job.Seed))
+		c.Paired = &pr
+		scored := cands[c.K].rec
+		scored.Scores = map[string]float64{step + "_selection_success": s.Success, step + "_objective": s.Objective}
+		if _, err := p.reg.Put(scored, cands[c.K].src); err != nil {
+			return dec, err
+		}
+		if best < 0 || better(s, *dec.Candidates[best].Score) {
+			best = i
+		}
+	}
+	switch {
+	case best < 0:
+		dec.Chosen, dec.KeptParent = parent.rec.ID, true
+		dec.Reason = "no valid candidate: the parent is kept"
+	case !better(*dec.Candidates[best].Score, dec.Parent0):
+		dec.Chosen, dec.KeptParent = parent.rec.ID, true
+		dec.Reason = "no candidate did better than the parent on the selection tasks: the parent is kept"
+	default:
+		c := dec.Candidates[best]
+		dec.Chosen = c.ID
+		dec.Reason = fmt.Sprintf("candidate %d has the best %s objective %.3f (parent %.3f)", c.K, step, c.Score.Objective, dec.Parent0.Objective)
+	}
+	slog.Info("selected", "step", step, "round", round, "chosen", dec.Chosen, "kept_parent", dec.KeptParent, "reason", dec.Reason)
+	return dec, nil
+}
+
+// better orders scores: higher objective, then fewer tokens.
+func better(a, b Score) bool {
+	if a.Objective != b.Objective {
+		return a.Objective > b.Objective
+	}
+	return a.TotalTokens < b.TotalTokens
+}
+
+// score rates trajectories: UT by success, CO by success − λ·normalized
+// cost, the cost normalized by the parent's on the same tasks.
+func (p *runner) score(step string, trs, parent []*rollout.Trajectory) Score {
+	var s Score
+	succ, tok := outcomes(trs)
+	_, ptok := outcomes(parent)
+	s.Success, s.TotalTokens = mean(succ), mean(tok)
+	if pt := mean(ptok); pt > 0 {
+		s.NormCost = s.TotalTokens / pt
+	}
+	s.Objective = s.Success
+	if step == "co" {
+		s.Objective = s.Success - p.job.Optimize.Lambda*s.NormCost
+	}
+	return s
+}
+
+// outcomes returns per-task success (1/0) and total tokens (agent and
+// compressor), infra failures counted as failures with no tokens.
+func outcomes(trs []*rollout.Trajectory) (succ, tok []float64) {
+	for _, t := range trs {
+		var s float64
+		if t.Success && !t.Infra {
+			s = 1
+		}
+		m := t.Metrics
+		succ = append(succ, s)
+		tok = append(tok, float64(m.AgentInputTokens+m.AgentOutputTokens+m.CompressorInputTokens+m.CompressorOutputTokens))
+	}
+	return succ, tok
+}
+
+func pairedOf(cand, parent []*rollout.Trajectory, seed uint64) Paired {
+	cs, ct := outcomes(cand)
+	ps, pt := outcomes(parent)
+	return ComparePaired(cs, ps, ct, pt, seed)
+}
+
+// pick returns the trajectories of tasks, in task order.
+func pick(trs []*rollout.Trajectory, tasks []env.Task) []*rollout.Trajectory {
+	by := make(map[string]*rollout.Trajectory, len(trs))
+	for _, t := range trs {
+		by[t.TaskID] = t
+	}
+	out := make([]*rollout.Trajectory, 0, len(tasks))
+	for _, t := range tasks {
+		if tr, ok := by[t.ID]; ok {
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+func baselineSuccesses(train []env.Task, base *rollout.Result) []env.Task {
+	ok := map[string]bool{}
+	for _, t := range base.Trajectories {
+		ok[t.TaskID] = t.Success && !t.Infra
+	}
+	var out []env.Task
+	for _, t := range train {
+		if ok[t.ID] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// holdout returns a seeded share of the train tasks, in task order.
+func holdout(train []env.Task, share float64, seed int) []env.Task {
+	idx := make([]int, len(train))
+	for i := range idx {
+		idx[i] = i
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0xc0))
+	rng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	n := int(float64(len(train))*share + 0.5)
+	idx = idx[:max(n, 1)]
+	sort.Ints(idx)
+	out := make([]env.Task, len(idx))
+	for i, j := range idx {
+		out[i] = train[j]
+	}
+	return out
+}
+
+// propose asks the optimizer for the k-th candidate.
+func (p *runner) propose(step string, parent compiled, sample []contrastive.Feedback, k int) (string, error) {
+	prompt, err := contrastive.UpdatePrompt(step, string(p.kind), parent.src, sample)
+	if err != nil {
+		return "", err
+	}
+	resp, err := p.optimizer.Complete(p.ctx, llm.Request{
+		Purpose:  llm.PurposeOptimizer,
+		Messages: []llm.Message{{Role: "user", Content: prompt}},
+		Sample:   k,
+	})
+	if err != nil {
+		return "", fmt.Errorf("optimizer call: %w", err)
+	}
+	out := stripFences(resp.Message.Content)
+	if strings.TrimSpace(out) == "" {
+		return "", errors.New("optimizer returned an empty candidate")
+	}
+	return out, nil
+}
+
+// stripFences removes a Markdown code fence around a whole reply.
+func stripFences(s string) string {
+	t := strings.TrimSpace(s)
+	if !strings.HasPrefix(t, "```") {
+		return s
+	}
+	if nl := strings.IndexByte(t, '\n'); nl >= 0 {
+		t = t[nl+1:]
+	}
+	t = strings.TrimSuffix(strings.TrimSpace(t), "```")
+	return strings.TrimSpace(t) + "\n"
+}

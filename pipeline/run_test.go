@@ -1,0 +1,145 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/guideline"
+)
+
+// smallJob is the demo job cut to a few tasks, with its own cache.
+func smallJob(t *testing.T, tasks int, extra string) *Job {
+	t.Helper()
+	src := mustRead(t, "../jobs/demo.yaml")
+	src = strings.Replace(src, "path: .cache/llm.db", "path: "+filepath.Join(t.TempDir(), "llm.db"), 1)
+	src += fmt.Sprintf("\n%s", extra)
+	j, err := ParseJob("small.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Env.TrainLimit = tasks
+	j.Optimize.Candidates = 3
+	j.Rollout.Concurrency = 4
+	return j
+}
+
+func TestRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	job := smallJob(t, 12, "")
+	dir := t.TempDir()
+	sum, err := Run(context.Background(), job, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.EmbeddedModel || sum.Baseline.Tasks != 12 || sum.SelectedGuideline == "" || len(sum.Rounds) != 1 {
+		t.Fatalf("summary: %+v", sum)
+	}
+	// summary.json has an object per stage with a guideline id.
+	var raw map[string]json.RawMessage
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"baseline", "prompting", "ut", "utco"} {
+		var st map[string]any
+		if err := json.Unmarshal(raw[k], &st); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		for _, f := range []string{"success_rate", "peak_tokens_mean", "compressor_output_tokens", "guideline_id", "cache_hits"} {
+			if _, ok := st[f]; !ok {
+				t.Errorf("summary.%s has no %s", k, f)
+			}
+		}
+	}
+	if sum.Prompting.GuidelineID != sum.StartingGuideline || sum.UTCO.GuidelineID != sum.SelectedGuideline {
+		t.Errorf("guideline ids: prompting %s start %s utco %s selected %s", sum.Prompting.GuidelineID, sum.StartingGuideline, sum.UTCO.GuidelineID, sum.SelectedGuideline)
+	}
+	// The registry holds the seed and every candidate with lineage.
+	reg, err := guideline.OpenRegistry(filepath.Join(dir, "guidelines"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := reg.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string]int{}
+	for _, r := range recs {
+		steps[r.Step]++
+		if r.Step != guideline.StepSeed && r.Parent == "" {
+			t.Errorf("candidate %s has no parent", r.ID)
+		}
+	}
+	if steps["seed"] != 1 || steps["ut"] == 0 {
+		t.Fatalf("registry steps %v", steps)
+	}
+	lineage, err := reg.Lineage(sum.SelectedGuideline)
+	if err != nil || lineage[0].ID != sum.StartingGuideline {
+		t.Fatalf("lineage of the selected guideline: %v %v", lineage, err)
+	}
+	for _, d := range []Decision{sum.Rounds[0].UT, sum.Rounds[0].CO} {
+		for _, c := range d.Candidates {
+			if c.Valid && (c.Paired == nil || c.Paired.N != len(d.Tasks)) {
+				t.Errorf("%s candidate %d: no paired comparison on the selection tasks", d.Step, c.K)
+			}
+			if !c.Valid && c.Rejected == "" {
+				t.Errorf("%s candidate %d rejected without a reason", d.Step, c.K)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := Report(&out, dir, sum); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "acon utco") || !strings.Contains(out.String(), "embedded offline model") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+
+	// A re-run skips every stage and makes no call.
+	again, err := Run(context.Background(), job, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Spent.Calls != 0 || again.SelectedGuideline != sum.SelectedGuideline {
+		t.Fatalf("re-run spent %+v, selected %s", again.Spent, again.SelectedGuideline)
+	}
+}
+
+func TestRunStopsAtBudgetAndResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	job := smallJob(t, 8, "")
+	job.Budget.LLMCalls = 60
+	dir := t.TempDir()
+	_, err := Run(context.Background(), job, dir)
+	if !errors.Is(err, ErrBudget) {
+		t.Fatalf("want budget error, got %v", err)
+	}
+	if p := Project(job, 8); p.LLMCalls <= job.Budget.LLMCalls {
+		t.Fatalf("projection %d calls should exceed the budget %d", p.LLMCalls, job.Budget.LLMCalls)
+	}
+	job.Budget.LLMCalls = 0
+	sum, err := Run(context.Background(), job, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Spent.CacheHits == 0 {
+		t.Fatal("the resumed run repeated calls instead of answering them from the cache")
+	}
+	if sum.SelectedGuideline == "" {
+		t.Fatal("resumed run did not finish")
+	}
+}

@@ -1,0 +1,228 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/rollout"
+	"github.com/ctxopt/ctxopt/templates"
+)
+
+// Runtime is what a job runs with: one client per role, the environment,
+// the response cache and, when a role asks for it, the embedded model.
+type Runtime struct {
+	Job        *Job
+	Env        *env.QA
+	Agent      *llm.Client
+	Compressor *llm.Client
+	Optimizer  *llm.Client
+	Judge      *llm.Client
+	Embedder   *llm.Client
+	Tokenizer  *llm.Tokenizer
+	// EmbeddedModel is true when any role is served by the embedded model;
+	// reports say so.
+	EmbeddedModel bool
+
+	cache *llm.Cache
+	sim   *sim.Server
+}
+
+// Open prepares a runtime for job. Close releases it.
+func Open(ctx context.Context, job *Job) (rt *Runtime, err error) {
+	rt = &Runtime{Job: job}
+	defer func() {
+		if err != nil {
+			rt.Close()
+		}
+	}()
+	rt.Env, err = env.NewQA(env.QAOptions{Dir: job.Env.Dataset, TopK: job.Env.TopK, StepLimit: job.Env.StepLimit})
+	if err != nil {
+		return nil, err
+	}
+	roles := job.Roles
+	err = roles.each(func(_ string, c *llm.RoleConfig) error {
+		if c.BaseURL != Embedded {
+			return nil
+		}
+		if rt.sim == nil {
+			s, err := sim.Start(ctx, "127.0.0.1:0", job.Embedded)
+			if err != nil {
+				return fmt.Errorf("start embedded model: %w", err)
+			}
+			rt.sim = s
+			rt.EmbeddedModel = true
+			slog.Debug("embedded model listening", "url", s.URL())
+		}
+		c.BaseURL = rt.sim.URL()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !job.Cache.Disabled {
+		path := CachePath(job.Cache.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("cache dir: %w", err)
+		}
+		if rt.cache, err = llm.OpenCache(path); err != nil {
+			return nil, err
+		}
+	}
+	clients := map[string]**llm.Client{
+		"agent": &rt.Agent, "compressor": &rt.Compressor, "optimizer": &rt.Optimizer,
+		"judge": &rt.Judge, "embedder": &rt.Embedder,
+	}
+	err = roles.each(func(name string, c *llm.RoleConfig) error {
+		cl, err := llm.NewClient(name, *c, rt.cache)
+		if err != nil {
+			return fmt.Errorf("roles.%s: %w", name, err)
+		}
+		*clients[name] = cl
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rt.Tokenizer = rt.Agent.Tokenizer()
+	return rt, nil
+}
+
+// CachePath resolves the response cache location: the job's path, else
+// $CTXOPT_CACHE, else the user cache directory.
+func CachePath(p string) string {
+	if p != "" {
+		return p
+	}
+	if p = os.Getenv("CTXOPT_CACHE"); p != "" {
+		return p
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "ctxopt", "llm.db")
+}
+
+// Close stops the embedded model and closes the cache.
+func (rt *Runtime) Close() error {
+	var errs []error
+	if rt.cache != nil {
+		errs = append(errs, rt.cache.Close())
+	}
+	if rt.sim != nil {
+		errs = append(errs, rt.sim.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Tasks returns the tasks of split, cut to the job's limit.
+func (rt *Runtime) Tasks(split string) ([]env.Task, error) {
+	ts, err := rt.Env.Tasks(split)
+	if err != nil {
+		return nil, err
+	}
+	limit := rt.Job.Env.TrainLimit
+	if split == "test" {
+		limit = rt.Job.Env.TestLimit
+	}
+	if limit > 0 && limit < len(ts) {
+		ts = ts[:limit]
+	}
+	return ts, nil
+}
+
+// NewAgent returns an agent that compresses as c says.
+func (rt *Runtime) NewAgent(c rollout.Compression) *rollout.Agent {
+	return &rollout.Agent{
+		Env: rt.Env, Model: rt.Agent, Compressor: rt.Compressor,
+		Tokenizer: rt.Tokenizer, StepLimit: rt.Job.Env.StepLimit, Compress: c,
+	}
+}
+
+// Runner returns a runner of agent with the job's concurrency.
+func (rt *Runtime) Runner(agent *rollout.Agent, label string) *rollout.Runner {
+	return &rollout.Runner{Agent: agent, Concurrency: rt.Job.Rollout.Concurrency, Label: label, EmbeddedModel: rt.EmbeddedModel}
+}
+
+// Compression builds the compression of strategy from the job: thresholds,
+// and the guidelines (history, observation) when the strategy compresses
+// with the compressor. Nil guidelines mean that kind is off.
+func (rt *Runtime) Compression(s rollout.Strategy, hist, obs *rollout.Guideline) rollout.Compression {
+	c := rollout.Compression{
+		Strategy:             s,
+		HistoryThreshold:     rt.Job.Compression.History.Threshold,
+		ObservationThreshold: rt.Job.Compression.Observation.Threshold,
+		FIFOKeep:             rt.Job.Compression.FIFOKeep,
+	}
+	if s == rollout.StrategyPrompting || s == rollout.StrategyGuideline {
+		if rt.Job.Compression.History.Enabled {
+			c.History = hist
+		}
+		if rt.Job.Compression.Observation.Enabled {
+			c.Observation = obs
+		}
+	}
+	return c
+}
+
+// builtinGuidelines are the naive prompts (ACON G.5, G.8 in our words).
+var builtinGuidelines = map[guideline.Kind]string{
+	guideline.KindHistory:     "history_prompting.tmpl",
+	guideline.KindObservation: "observation_prompting.tmpl",
+}
+
+// StartingGuideline returns the guideline a job starts from for kind: the
+// file the job names, else the built-in naive prompt.
+func StartingGuideline(job *Job, kind guideline.Kind) (src, origin string, err error) {
+	file := job.Compression.History.Guideline
+	if kind == guideline.KindObservation {
+		file = job.Compression.Observation.Guideline
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", "", fmt.Errorf("compression.%s.guideline: %w", kind, err)
+		}
+		return string(b), "file:" + file, nil
+	}
+	name := builtinGuidelines[kind]
+	src, err = templates.Source(name)
+	return src, "builtin:" + strings.TrimSuffix(name, ".tmpl"), err
+}
+
+// Compile validates a guideline source of kind and returns it ready to use.
+// A guideline that fails validation is an error naming its problems.
+func Compile(kind guideline.Kind, src, origin string) (*rollout.Guideline, guideline.Report, error) {
+	t, rep := guideline.Validate(kind, src)
+	if !rep.OK {
+		return nil, rep, fmt.Errorf("%s guideline %s is not valid: %s", kind, origin, strings.Join(rep.Problems, "; "))
+	}
+	return &rollout.Guideline{ID: rep.ID, Template: t}, rep, nil
+}
+
+// StartingCompiled compiles the starting guideline of kind, or returns nil
+// when the job does not compress that kind.
+func StartingCompiled(job *Job, kind guideline.Kind) (*rollout.Guideline, error) {
+	enabled := job.Compression.History.Enabled
+	if kind == guideline.KindObservation {
+		enabled = job.Compression.Observation.Enabled
+	}
+	if !enabled {
+		return nil, nil
+	}
+	src, origin, err := StartingGuideline(job, kind)
+	if err != nil {
+		return nil, err
+	}
+	g, _, err := Compile(kind, src, origin)
+	return g, err
+}

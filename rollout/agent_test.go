@@ -1,0 +1,340 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/llm"
+)
+
+// fakeEnv answers search with a long observation and finish with success
+// when the answer is "done".
+type fakeEnv struct{ obsWords int }
+
+func (e fakeEnv) Name() string { return "fake" }
+func (e fakeEnv) Tools() []env.ToolSpec {
+	return []env.ToolSpec{{Name: "search", Parameters: json.RawMessage(`{"type":"object"}`)}, {Name: "finish", Parameters: json.RawMessage(`{"type":"object"}`)}}
+}
+func (e fakeEnv) Tasks(string) ([]env.Task, error) { return nil, nil }
+func (e fakeEnv) Reset(context.Context, env.Task) (env.Episode, error) {
+	return &fakeEpisode{words: e.obsWords}, nil
+}
+
+type fakeEpisode struct {
+	words int
+	n     int
+}
+
+func (ep *fakeEpisode) Step(_ context.Context, a env.Action) (env.StepResult, error) {
+	ep.n++
+	if a.Tool == "finish" {
+		s := env.Score{Success: true, EM: 1, F1: 1}
+		return env.StepResult{Observation: "ok", Done: true, Score: &s}, nil
+	}
+	var args struct{ Query string }
+	if err := json.Unmarshal(a.Arguments, &args); err != nil {
+		return env.StepResult{Observation: "error: arguments are not valid JSON"}, nil
+	}
+	return env.StepResult{Observation: fmt.Sprintf("result %d for %s: %s", ep.n, args.Query, strings.Repeat("lorem ipsum ", ep.words))}, nil
+}
+func (ep *fakeEpisode) Finish(context.Context) env.Score { return env.Score{} }
+
+var summaryCount = regexp.MustCompile(`searched=(\d+)`)
+
+// fakeAgent searches until it has seen `need` searches (counting those a
+// summary reports), then finishes. Malformed replies come for sample 0 when
+// malformedFirst is set.
+type fakeAgent struct {
+	need           int
+	malformedFirst bool
+	fail           error
+	calls          atomic.Int64
+}
+
+func (f *fakeAgent) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	f.calls.Add(1)
+	if f.fail != nil {
+		return llm.Response{}, f.fail
+	}
+	seen := 0
+	for _, m := range req.Messages[1:] {
+		seen += len(m.ToolCalls)
+		if mm := summaryCount.FindStringSubmatch(m.Content); mm != nil {
+			n, _ := strconv.Atoi(mm[1])
+			seen += n
+		}
+	}
+	call := llm.ToolCall{ID: fmt.Sprintf("c%d", seen), Name: "search", Arguments: fmt.Sprintf(`{"query":"q%d"}`, seen)}
+	if seen >= f.need {
+		call = llm.ToolCall{ID: "fin", Name: "finish", Arguments: `{"answers":["done"]}`}
+	}
+	if f.malformedFirst && req.Sample == 0 {
+		call.Arguments = `{"query":`
+	}
+	return llm.Response{
+		Message: llm.Message{Role: "assistant", Content: "thinking", ToolCalls: []llm.ToolCall{call}},
+		Usage:   llm.Usage{PromptTokens: 100 * len(req.Messages), CompletionTokens: 10},
+	}, nil
+}
+
+// fakeCompressor counts the actions it was shown (plus the previous
+// summary's count) for history, and keeps one line for observations.
+type fakeCompressor struct{ calls atomic.Int64 }
+
+func (f *fakeCompressor) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	f.calls.Add(1)
+	p := req.Messages[0].Content
+	if strings.HasPrefix(p, "OBS") {
+		return llm.Response{Message: llm.Message{Content: "# Reasoning\nlong\n# Refined Observation\nshort obs"}, Usage: llm.Usage{PromptTokens: 50, CompletionTokens: 5}}, nil
+	}
+	n := strings.Count(p, "action: search(")
+	if mm := summaryCount.FindStringSubmatch(p); mm != nil {
+		k, _ := strconv.Atoi(mm[1])
+		n += k
+	}
+	return llm.Response{Message: llm.Message{Content: fmt.Sprintf("<HISTORY_SUMMARY>searched=%d</HISTORY_SUMMARY>", n)}, Usage: llm.Usage{PromptTokens: 40, CompletionTokens: 7}}, nil
+}
+
+type tmpl string
+
+func (t tmpl) Render(v map[string]string) (string, error) {
+	s := string(t)
+	for k, val := range v {
+		s = strings.ReplaceAll(s, "{"+k+"}", val)
+	}
+	return s, nil
+}
+
+func testTokenizer(t testing.TB) *llm.Tokenizer {
+	t.Helper()
+	tok, err := llm.NewTokenizer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func testTask() env.Task {
+	return env.Task{ID: "t1", Split: "train", Prompt: "Q1: What is the capital of Veloria?", Questions: []env.Question{{Text: "What is the capital of Veloria?", Answers: []string{"done"}}}}
+}
+
+func TestAgentStrategies(t *testing.T) {
+	tok := testTokenizer(t)
+	histG := &Guideline{ID: "h-test", Template: tmpl("HIST {task}\nPREV {prev_summary}\n{history}")}
+	obsG := &Guideline{ID: "o-test", Template: tmpl("OBS {task}\n{history}\n{observation}")}
+	tests := []struct {
+		name          string
+		compress      Compression
+		need          int
+		wantSuccess   bool
+		wantSteps     int
+		wantHistEvent bool
+		wantObsEvent  bool
+		check         func(t *testing.T, tr *Trajectory)
+	}{
+		{name: "none", compress: Compression{Strategy: StrategyNone}, need: 6, wantSuccess: true, wantSteps: 7},
+		{
+			name:     "history compression keeps progress in the summary",
+			compress: Compression{Strategy: StrategyPrompting, History: histG, HistoryThreshold: 300},
+			need:     6, wantSuccess: true, wantSteps: 7, wantHistEvent: true,
+			check: func(t *testing.T, tr *Trajectory) {
+				// Right after a compression the agent sees system,
+				// task+summary and the last action–observation pair.
+				found := false
+				for _, turn := range tr.Turns {
+					in := turn.Input
+					if len(in) == 4 && strings.Contains(in[1].Content, "<HISTORY_SUMMARY>") {
+						found = fmt.Sprint(roles(in)) == "[system user assistant tool]"
+					}
+				}
+				if !found {
+					t.Fatal("no agent call saw system, task+summary, last pair")
+				}
+				ev := tr.Events[0]
+				if ev.Vars["task"] == "" || !strings.Contains(ev.Vars["history"], `<step n="1">`) || ev.GuidelineID != "h-test" {
+					t.Fatalf("event vars = %+v", ev.Vars)
+				}
+			},
+		},
+		{
+			name:     "observation compression shows the refined part",
+			compress: Compression{Strategy: StrategyGuideline, Observation: obsG, ObservationThreshold: 20},
+			need:     3, wantSuccess: true, wantSteps: 4, wantObsEvent: true,
+			check: func(t *testing.T, tr *Trajectory) {
+				if got := tr.Turns[0].CompressedObservation; got != "short obs" {
+					t.Fatalf("compressed observation = %q", got)
+				}
+				if !strings.Contains(tr.Turns[0].Observation, "lorem") {
+					t.Fatal("raw observation not recorded")
+				}
+			},
+		},
+		{
+			name:     "fifo forgets old turns",
+			compress: Compression{Strategy: StrategyFIFO, FIFOKeep: 2},
+			// The agent never sees more than 2 searches, so it never
+			// finishes and hits the step limit.
+			need: 4, wantSuccess: false, wantSteps: 12,
+			check: func(t *testing.T, tr *Trajectory) {
+				if !tr.StepLimit {
+					t.Fatal("want step limit")
+				}
+				if n := len(tr.Turns[len(tr.Turns)-1].Input); n != 2+2*2 {
+					t.Fatalf("fifo context = %d messages, want 6", n)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			comp := &fakeCompressor{}
+			a := &Agent{Env: fakeEnv{obsWords: 40}, Model: &fakeAgent{need: tc.need}, Compressor: comp, Tokenizer: tok, StepLimit: 12, Compress: tc.compress}
+			tr, err := a.Run(context.Background(), testTask())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Success != tc.wantSuccess || tr.Metrics.Steps != tc.wantSteps {
+				t.Fatalf("success=%v steps=%d, want %v %d", tr.Success, tr.Metrics.Steps, tc.wantSuccess, tc.wantSteps)
+			}
+			var hist, obs bool
+			for _, e := range tr.Events {
+				hist = hist || e.Kind == "history"
+				obs = obs || e.Kind == "observation"
+			}
+			if hist != tc.wantHistEvent || obs != tc.wantObsEvent {
+				t.Fatalf("events history=%v observation=%v", hist, obs)
+			}
+			m := tr.Metrics
+			if m.CompressorCalls != len(tr.Events) || int(comp.calls.Load()) != len(tr.Events) {
+				t.Fatalf("compressor calls %d, events %d", m.CompressorCalls, len(tr.Events))
+			}
+			// ACON D.2 dependency, recomputed from the turns.
+			var dep float64
+			peak := 0
+			for _, turn := range tr.Turns {
+				in, out := float64(turn.Usage.PromptTokens), float64(turn.Usage.CompletionTokens)
+				dep += (in + 2*out) * out / 2
+				n := tok.CountMessages(turn.Input[1:]) - 3 // no reply primer, no system prompt
+				peak = max(peak, n)
+			}
+			if m.Dependency != dep {
+				t.Fatalf("dependency %v, want %v", m.Dependency, dep)
+			}
+			if m.PeakTokens != peak {
+				t.Fatalf("peak tokens %d, want %d (system prompt excluded)", m.PeakTokens, peak)
+			}
+			if tc.check != nil {
+				tc.check(t, tr)
+			}
+		})
+	}
+}
+
+func roles(ms []llm.Message) []string {
+	var r []string
+	for _, m := range ms {
+		r = append(r, m.Role)
+	}
+	return r
+}
+
+func TestAgentMalformedToolCallsAreAskedAgain(t *testing.T) {
+	agent := &fakeAgent{need: 2, malformedFirst: true}
+	a := &Agent{Env: fakeEnv{obsWords: 5}, Model: agent, Tokenizer: testTokenizer(t), Compress: Compression{Strategy: StrategyNone}}
+	tr, err := a.Run(context.Background(), testTask())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Success || tr.Metrics.MalformedToolCalls != 3 || tr.Metrics.AgentCalls != 6 {
+		t.Fatalf("success=%v malformed=%d agent calls=%d, want true 3 6", tr.Success, tr.Metrics.MalformedToolCalls, tr.Metrics.AgentCalls)
+	}
+}
+
+func TestAgentInfraFailureIsRecorded(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		wantInfra bool
+	}{
+		{"endpoint down", fmt.Errorf("agent: %w", llm.ErrUnavailable), true},
+		{"bad request aborts", errors.New("400 bad request"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Agent{Env: fakeEnv{}, Model: &fakeAgent{fail: tc.err}, Tokenizer: testTokenizer(t), Compress: Compression{Strategy: StrategyNone}}
+			tr, err := a.Run(context.Background(), testTask())
+			if tc.wantInfra {
+				if err != nil || !tr.Infra || tr.Success || tr.InfraErr == "" {
+					t.Fatalf("err=%v traj=%+v", err, tr)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want error")
+			}
+		})
+	}
+}
+
+func TestRunDirResumesAfterCrash(t *testing.T) {
+	tasks := []env.Task{testTask(), testTask(), testTask()}
+	for i := range tasks {
+		tasks[i].ID = fmt.Sprintf("t%d", i)
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	agent := &fakeAgent{need: 1}
+	r := &Runner{Agent: &Agent{Env: fakeEnv{obsWords: 3}, Model: agent, Tokenizer: testTokenizer(t), Compress: Compression{Strategy: StrategyNone}}, Concurrency: 2}
+
+	// A crash left one finished task and half a line.
+	first, err := r.Agent.Run(context.Background(), tasks[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := json.Marshal(first)
+	if err := os.MkdirAll(dir+partialSuffix, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	partial := append(append(line, '\n'), line[:len(line)/2]...)
+	if err := os.WriteFile(filepath.Join(dir+partialSuffix, TrajectoriesFile), partial, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := agent.calls.Load()
+	res, err := r.RunDir(context.Background(), tasks, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.ResumedTasks != 1 || res.Summary.Tasks != 3 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+	if got := agent.calls.Load() - before; got != 4 {
+		t.Fatalf("agent calls after resume = %d, want 4 (2 tasks × 2)", got)
+	}
+	trs, err := ReadTrajectories(filepath.Join(dir, TrajectoriesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range trs {
+		if tr.TaskID != tasks[i].ID {
+			t.Fatalf("record %d is %s, want %s (one per task, in order)", i, tr.TaskID, tasks[i].ID)
+		}
+	}
+	if _, err := os.Stat(dir + partialSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("staging dir left behind")
+	}
+	// Finished: a second run reuses it without calls.
+	before = agent.calls.Load()
+	res, err = r.RunDir(context.Background(), tasks, dir)
+	if err != nil || !res.Reused || agent.calls.Load() != before {
+		t.Fatalf("rerun: err=%v reused=%v", err, res.Reused)
+	}
+}

@@ -1,0 +1,60 @@
+package rollout
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/llm"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from golden file:\n%s", name, got)
+	}
+}
+
+func TestFormatHistory(t *testing.T) {
+	msgs := []llm.Message{
+		{Role: "assistant", Content: "Looking up Q1, try 1.", ToolCalls: []llm.ToolCall{{ID: "a", Name: "search", Arguments: `{"query":"What is the capital of Veloria?"}`}}},
+		{Role: "tool", ToolCallID: "a", Content: "[1] (doc d00001) Veloria\nThe capital of Veloria is Marnth.\n"},
+		{Role: "assistant", Content: "no tool"},
+		{Role: "user", Content: "error: no tool was called; call search or finish."},
+		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "b", Name: "finish", Arguments: `{"answers":["Marnth"]}`}}},
+		{Role: "tool", ToolCallID: "b", Content: "done"},
+	}
+	golden(t, "history.golden", FormatHistory(msgs, 3))
+}
+
+func TestRefinedObservation(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"# Reasoning\nwhy\n# Refined Observation\nkeep this\nand this", "keep this\nand this"},
+		{"Reasoning: x\nRefined Observation: inline", "inline"},
+		{"no headings at all", "no headings at all"},
+		{"# Refined Observation\n", "# Refined Observation"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := RefinedObservation(tc.in); got != tc.want {
+				t.Fatalf("got %q want %q", got, tc.want)
+			}
+		})
+	}
+}

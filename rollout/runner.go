@@ -1,0 +1,359 @@
+package rollout
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/progress"
+)
+
+// File names inside a rollout directory.
+const (
+	TrajectoriesFile = "trajectories.jsonl"
+	SummaryFile      = "summary.json"
+	partialSuffix    = ".partial"
+)
+
+// Summary aggregates a rollout; it is summary.json.
+type Summary struct {
+	Strategy               string `json:"strategy"`
+	Split                  string `json:"split,omitempty"`
+	HistoryGuidelineID     string `json:"history_guideline_id,omitempty"`
+	ObservationGuidelineID string `json:"observation_guideline_id,omitempty"`
+	// Tasks counts every task; success and means are over the Scored ones
+	// (infra failures excluded).
+	Tasks          int     `json:"tasks"`
+	Scored         int     `json:"scored"`
+	Successes      int     `json:"successes"`
+	SuccessRate    float64 `json:"success_rate"`
+	EM             float64 `json:"em"`
+	F1             float64 `json:"f1"`
+	StepsMean      float64 `json:"steps_mean"`
+	PeakTokensMean float64 `json:"peak_tokens_mean"`
+	DependencyMean float64 `json:"dependency_mean"`
+	StepLimitHits  int     `json:"step_limit_hits"`
+
+	AgentInputTokens            int     `json:"agent_input_tokens"`
+	AgentOutputTokens           int     `json:"agent_output_tokens"`
+	CompressorCalls             int     `json:"compressor_calls"`
+	CompressorInputTokens       int     `json:"compressor_input_tokens"`
+	CompressorOutputTokens      int     `json:"compressor_output_tokens"`
+	CompressorOutputTokensMean  float64 `json:"compressor_output_tokens_mean"`
+	CompressorOutputPerCallMean float64 `json:"compressor_output_tokens_per_call"`
+	TotalTokens                 int     `json:"total_tokens"`
+	CostUSD                     float64 `json:"cost_usd"`
+
+	InfraFailures      int `json:"infra_failures"`
+	LLMCalls           int `json:"llm_calls"`
+	CacheHits          int `json:"cache_hits"`
+	Retries            int `json:"retries"`
+	MalformedToolCalls int `json:"malformed_tool_calls"`
+	// ResumedTasks were read back from an interrupted run, not run again.
+	ResumedTasks int `json:"resumed_tasks"`
+	// EmbeddedModel is true when the embedded offline model played a role.
+	EmbeddedModel bool `json:"embedded_model"`
+}
+
+// Summarize aggregates trajectories.
+func Summarize(strategy string, trajs []*Trajectory) Summary {
+	s := Summary{Strategy: strategy, Tasks: len(trajs)}
+	var steps, peak, dep, em, f1 float64
+	for _, t := range trajs {
+		if s.Split == "" {
+			s.Split = t.Split
+		}
+		if s.HistoryGuidelineID == "" {
+			s.HistoryGuidelineID = t.HistoryGuidelineID
+		}
+		if s.ObservationGuidelineID == "" {
+			s.ObservationGuidelineID = t.ObservationGuidelineID
+		}
+		m := t.Metrics
+		s.LLMCalls += m.LLMCalls
+		s.CacheHits += m.CacheHits
+		s.Retries += m.Retries
+		s.MalformedToolCalls += m.MalformedToolCalls
+		s.AgentInputTokens += m.AgentInputTokens
+		s.AgentOutputTokens += m.AgentOutputTokens
+		s.CompressorCalls += m.CompressorCalls
+		s.CompressorInputTokens += m.CompressorInputTokens
+		s.CompressorOutputTokens += m.CompressorOutputTokens
+		s.CostUSD += m.CostUSD
+		if t.Infra {
+			s.InfraFailures++
+			continue
+		}
+		s.Scored++
+		if t.Success {
+			s.Successes++
+		}
+		if t.StepLimit {
+			s.StepLimitHits++
+		}
+		steps += float64(m.Steps)
+		peak += float64(m.PeakTokens)
+		dep += m.Dependency
+		em += t.Score.EM
+		f1 += t.Score.F1
+	}
+	s.TotalTokens = s.AgentInputTokens + s.AgentOutputTokens + s.CompressorInputTokens + s.CompressorOutputTokens
+	if s.Scored > 0 {
+		n := float64(s.Scored)
+		s.SuccessRate = float64(s.Successes) / n
+		s.EM, s.F1 = em/n, f1/n
+		s.StepsMean, s.PeakTokensMean, s.DependencyMean = steps/n, peak/n, dep/n
+		s.CompressorOutputTokensMean = float64(s.CompressorOutputTokens) / float64(s.Tasks)
+	}
+	if s.CompressorCalls > 0 {
+		s.CompressorOutputPerCallMean = float64(s.CompressorOutputTokens) / float64(s.CompressorCalls)
+	}
+	return s
+}
+
+// Runner runs tasks concurrently into a directory.
+type Runner struct {
+	Agent       *Agent
+	Concurrency int
+	// Label names the work in progress reports.
+	Label string
+	// EmbeddedModel is copied into the summary.
+	EmbeddedModel bool
+}
+
+// Result is a finished rollout.
+type Result struct {
+	Summary      Summary
+	Trajectories []*Trajectory // in task order
+	// Reused is true when dir already held this finished rollout.
+	Reused bool
+	// Path is the trajectories.jsonl file.
+	Path string
+}
+
+// RunDir runs tasks and writes dir/trajectories.jsonl and dir/summary.json.
+// Work goes to dir.partial first, one complete JSONL line per finished task,
+// so a killed run resumes where it stopped; dir appears only when complete.
+// A dir that already holds a finished rollout of the same tasks is reused.
+func (r *Runner) RunDir(ctx context.Context, tasks []env.Task, dir string) (*Result, error) {
+	if res, err := readFinished(dir, tasks); err != nil || res != nil {
+		return res, err
+	}
+	staging := dir + partialSuffix
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		return nil, fmt.Errorf("rollout dir: %w", err)
+	}
+	path := filepath.Join(staging, TrajectoriesFile)
+	done, err := recoverPartial(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+
+	resumed := 0
+	var todo []env.Task
+	for _, t := range tasks {
+		if tr, ok := done[t.ID]; ok && !tr.Infra {
+			resumed++
+			continue
+		}
+		todo = append(todo, t)
+	}
+	if resumed > 0 {
+		slog.Info("resuming rollout", "dir", dir, "finished", resumed, "remaining", len(todo))
+	}
+
+	label := r.Label
+	if label == "" {
+		label = "rollout " + string(r.Agent.Compress.Strategy)
+	}
+	prog := progress.New(label, len(todo))
+	var mu sync.Mutex
+	n := r.Concurrency
+	if n <= 0 {
+		n = 8
+	}
+	p := pool.New().WithContext(ctx).WithCancelOnError().WithFirstError().WithMaxGoroutines(n)
+	for _, t := range todo {
+		p.Go(func(ctx context.Context) error {
+			tr, err := r.Agent.Run(ctx, t)
+			if err != nil {
+				return fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			line, err := json.Marshal(tr)
+			if err != nil {
+				return fmt.Errorf("task %s: encode trajectory: %w", t.ID, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// One write per line: a crash leaves at most one partial line,
+			// which recoverPartial cuts off.
+			if _, err := f.Write(append(line, '\n')); err != nil {
+				return fmt.Errorf("write %s: %w", path, err)
+			}
+			done[t.ID] = tr
+			prog.Add(1)
+			return nil
+		})
+	}
+	err = p.Wait()
+	prog.Finish()
+	if err != nil {
+		return nil, err
+	}
+
+	ordered := make([]*Trajectory, 0, len(tasks))
+	for _, t := range tasks {
+		ordered = append(ordered, done[t.ID])
+	}
+	sum := Summarize(string(r.Agent.Compress.Strategy), ordered)
+	sum.ResumedTasks = resumed
+	sum.EmbeddedModel = r.EmbeddedModel
+	if err := writeFinal(staging, dir, ordered, sum); err != nil {
+		return nil, err
+	}
+	return &Result{Summary: sum, Trajectories: ordered, Path: filepath.Join(dir, TrajectoriesFile)}, nil
+}
+
+func writeFinal(staging, dir string, trajs []*Trajectory, sum Summary) error {
+	var buf bytes.Buffer
+	for _, t := range trajs {
+		line, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("encode trajectory %s: %w", t.TaskID, err)
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	if err := atomicfile.WriteFile(filepath.Join(staging, TrajectoriesFile), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := WriteJSON(filepath.Join(staging, SummaryFile), sum); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	if err := os.Rename(staging, dir); err != nil {
+		return fmt.Errorf("finish %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteJSON writes v as indented JSON, atomically.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// readFinished returns the rollout in dir when it is finished and covers
+// exactly tasks, nil when dir does not exist.
+func readFinished(dir string, tasks []env.Task) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			return nil, fmt.Errorf("output directory %s exists and is not a finished rollout; remove it or choose another --out", dir)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	var sum Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	trajs, err := ReadTrajectories(filepath.Join(dir, TrajectoriesFile))
+	if err != nil {
+		return nil, err
+	}
+	if len(trajs) != len(tasks) {
+		return nil, fmt.Errorf("%s holds %d trajectories for %d tasks; remove it to run again", dir, len(trajs), len(tasks))
+	}
+	for i, t := range tasks {
+		if trajs[i].TaskID != t.ID {
+			return nil, fmt.Errorf("%s holds another task set (task %d is %s, want %s); remove it to run again", dir, i+1, trajs[i].TaskID, t.ID)
+		}
+	}
+	return &Result{Summary: sum, Trajectories: trajs, Reused: true, Path: filepath.Join(dir, TrajectoriesFile)}, nil
+}
+
+// recoverPartial reads the complete lines of an interrupted run and cuts
+// off a trailing partial line.
+func recoverPartial(path string) (map[string]*Trajectory, error) {
+	done := map[string]*Trajectory{}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return done, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	rd := bufio.NewReaderSize(f, 1<<20)
+	var good int64
+	for {
+		line, err := rd.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			var t Trajectory
+			if json.Unmarshal(line, &t) != nil || t.TaskID == "" {
+				break
+			}
+			done[t.TaskID] = &t
+			good += int64(len(line))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	if err := f.Truncate(good); err != nil {
+		return nil, fmt.Errorf("truncate %s: %w", path, err)
+	}
+	return done, nil
+}
+
+// ReadTrajectories reads a trajectories.jsonl file; a bad line is an error
+// naming the file and line.
+func ReadTrajectories(path string) ([]*Trajectory, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trajectories: %w", err)
+	}
+	defer f.Close()
+	var out []*Trajectory
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	for n := 1; sc.Scan(); n++ {
+		var t Trajectory
+		if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out = append(out, &t)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,89 @@
+package rollout
+
+import (
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/llm"
+)
+
+// Trajectory is one task run, written as one JSONL line of trajectories.jsonl.
+// Other stages (contrastive mining, distillation) read it back, so fields are
+// only ever added.
+type Trajectory struct {
+	TaskID   string `json:"task_id"`
+	Split    string `json:"split"`
+	Strategy string `json:"strategy"`
+	// GuidelineID names the history/observation guidelines used, when any.
+	HistoryGuidelineID     string `json:"history_guideline_id,omitempty"`
+	ObservationGuidelineID string `json:"observation_guideline_id,omitempty"`
+	Task                   string `json:"task"`
+	AgentModel             string `json:"agent_model"`
+	CompressorModel        string `json:"compressor_model,omitempty"`
+
+	Turns  []Turn             `json:"turns"`
+	Events []CompressionEvent `json:"compression_events,omitempty"`
+
+	Score   env.Score `json:"score"`
+	Success bool      `json:"success"`
+	// Infra is set when the run stopped because an endpoint stayed down; such
+	// a run is not a task failure and is excluded from success rates.
+	Infra     bool   `json:"infra_failure,omitempty"`
+	InfraErr  string `json:"infra_error,omitempty"`
+	StepLimit bool   `json:"step_limit,omitempty"`
+
+	Metrics Metrics `json:"metrics"`
+}
+
+// Turn is one agent call and the action it led to.
+type Turn struct {
+	Step int `json:"step"`
+	// Input is every message sent to the agent, as sent (system included).
+	Input  []llm.Message `json:"input"`
+	Output llm.Message   `json:"output"`
+	Usage  llm.Usage     `json:"usage"`
+	// Action is the tool call executed; empty when the model called no tool.
+	Action env.Action `json:"action"`
+	// Observation is the raw environment output; CompressedObservation is
+	// what the agent saw instead, when observation compression fired.
+	Observation           string `json:"observation"`
+	CompressedObservation string `json:"compressed_observation,omitempty"`
+	Cached                bool   `json:"cached,omitempty"`
+}
+
+// CompressionEvent is one compressor call.
+type CompressionEvent struct {
+	Kind string `json:"kind"` // "history" or "observation"
+	Step int    `json:"step"`
+	// Vars are the template variables the guideline was rendered with
+	// (task, prev_summary, history / task, history, observation), so the
+	// input can be re-rendered with another guideline.
+	Vars        map[string]string `json:"vars"`
+	GuidelineID string            `json:"guideline_id"`
+	Input       []llm.Message     `json:"input"`
+	Output      string            `json:"output"`
+	Usage       llm.Usage         `json:"usage"`
+	Model       string            `json:"model"`
+}
+
+// Metrics are the ACON D.2 measures of one trajectory (see DESIGN.md).
+type Metrics struct {
+	Steps int `json:"steps"`
+	// PeakTokens is the largest agent prompt, system prompt excluded.
+	PeakTokens int `json:"peak_tokens"`
+	// Dependency is Σ (n_in + 2·n_out)·n_out / 2 over agent calls.
+	Dependency             float64 `json:"dependency"`
+	AgentCalls             int     `json:"agent_calls"`
+	AgentInputTokens       int     `json:"agent_input_tokens"`
+	AgentOutputTokens      int     `json:"agent_output_tokens"`
+	CompressorCalls        int     `json:"compressor_calls"`
+	CompressorInputTokens  int     `json:"compressor_input_tokens"`
+	CompressorOutputTokens int     `json:"compressor_output_tokens"`
+	CostUSD                float64 `json:"cost_usd"`
+	// LLMCalls counts agent and compressor calls, CacheHits those answered
+	// from the response cache, Retries the failed attempts that were retried.
+	LLMCalls  int `json:"llm_calls"`
+	CacheHits int `json:"cache_hits"`
+	Retries   int `json:"retries"`
+	// MalformedToolCalls counts agent replies whose tool arguments did not
+	// parse (each was asked for again).
+	MalformedToolCalls int `json:"malformed_tool_calls"`
+}

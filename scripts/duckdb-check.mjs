@@ -1,0 +1,55 @@
+// duckdb-check reads Parquet files with DuckDB, a reader independent of the
+// one that wrote them, and prints what it saw as JSON:
+//   {"files":[{"path":..., "rows":N, "columns":[{"name":..., "type":...}],
+//              "row_groups":N, "max_row_group_rows":N, "codecs":[...], "encodings":[...]}]}
+// Usage: node scripts/duckdb-check.mjs FILE.parquet...
+// DuckDB comes from .cache/node (scripts/install-test-tools.sh).
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(path.join(root, '.cache', 'node', 'package.json'));
+const { DuckDBInstance } = require('@duckdb/node-api');
+
+const files = process.argv.slice(2);
+if (files.length === 0) {
+  console.error('usage: node scripts/duckdb-check.mjs FILE.parquet...');
+  process.exit(2);
+}
+
+// Paths go into SQL as string literals; double single quotes to escape them.
+const lit = (s) => `'${s.replaceAll("'", "''")}'`;
+
+const instance = await DuckDBInstance.create(':memory:');
+const conn = await instance.connect();
+const out = [];
+try {
+  for (const file of files) {
+    const src = `read_parquet(${lit(path.resolve(file))})`;
+    const count = await conn.runAndReadAll(`SELECT count(*)::BIGINT AS n FROM ${src}`);
+    const desc = await conn.runAndReadAll(`DESCRIBE SELECT * FROM ${src}`);
+    const meta = await conn.runAndReadAll(
+      `SELECT count(DISTINCT row_group_id)::BIGINT AS groups,
+              coalesce(max(row_group_num_rows), 0)::BIGINT AS max_rows,
+              list(DISTINCT compression ORDER BY compression) AS codecs,
+              list(DISTINCT encodings ORDER BY encodings) AS encodings
+         FROM parquet_metadata(${lit(path.resolve(file))})`);
+    const m = meta.getRowObjectsJson()[0];
+    out.push({
+      path: file,
+      rows: Number(count.getRowObjectsJson()[0].n),
+      columns: desc.getRowObjectsJson().map((r) => ({ name: r.column_name, type: r.column_type })),
+      row_groups: Number(m.groups),
+      max_row_group_rows: Number(m.max_rows),
+      codecs: m.codecs ?? [],
+      encodings: m.encodings ?? [],
+    });
+  }
+} catch (err) {
+  console.error(`duckdb-check: ${err.message}`);
+  process.exit(1);
+} finally {
+  conn.closeSync();
+}
+console.log(JSON.stringify({ files: out }, null, 2));
