@@ -105,7 +105,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if c.cache != nil {
 		var err error
 		key, err = hashKey(chatKey{
-			Version: cacheVersion, BaseURL: normURL(c.cfg.BaseURL), Model: c.cfg.Model, Purpose: purpose,
+			Version: cacheVersion, BaseURL: c.cacheEndpoint(), Model: c.cfg.Model, Purpose: purpose,
 			Messages: req.Messages, Tools: req.Tools, Temperature: c.cfg.Temperature, Seed: c.cfg.Seed,
 			MaxTokens: maxTokens, Sample: req.Sample,
 		})
@@ -182,7 +182,7 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, Usage,
 	keys := make([][]byte, len(texts))
 	for i, t := range texts {
 		if c.cache != nil {
-			k, err := hashKey(embedKey{Version: cacheVersion, BaseURL: normURL(c.cfg.BaseURL), Model: c.cfg.Model, Input: t})
+			k, err := hashKey(embedKey{Version: cacheVersion, BaseURL: c.cacheEndpoint(), Model: c.cfg.Model, Input: t})
 			if err != nil {
 				c.stats.failed(err, 0)
 				return nil, Usage{}, fmt.Errorf("llm %s: %w", c.role, err)
@@ -335,4 +335,12 @@ func (c *Client) fromOpenAI(r openai.ChatCompletionResponse, prompt []Message) R
 		model = c.cfg.Model
 	}
 	return Response{Message: msg, Usage: u, FinishReason: string(ch.FinishReason), Model: model}
+}
+
+// cacheEndpoint names the endpoint in cache keys.
+func (c *Client) cacheEndpoint() string {
+	if c.cfg.CacheEndpoint != "" {
+		return c.cfg.CacheEndpoint
+	}
+	return normURL(c.cfg.BaseURL)
 }

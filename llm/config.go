@@ -39,6 +39,10 @@ type RoleConfig struct {
 	// MaxRetries is the number of retries after the first attempt; 0 means
 	// the default and a negative value disables retries.
 	MaxRetries int `yaml:"max_retries,omitempty" json:"max_retries,omitempty"`
+	// CacheEndpoint, when set, stands for BaseURL in response-cache keys: a
+	// server whose address changes from run to run (the embedded model on a
+	// free port) keeps its cache entries. Not part of the job file.
+	CacheEndpoint string `yaml:"-" json:"-"`
 	// Encoding is the tiktoken encoding used to count tokens locally.
 	Encoding string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
 }

@@ -129,6 +129,18 @@ type DistillSpec struct {
 	RedactEmails       bool    `yaml:"redact_emails" json:"redact_emails"`
 }
 
+// ErrInvalidInput marks errors caused by what the user gave (job file,
+// dataset, guideline files), as opposed to failures while running.
+var ErrInvalidInput = errors.New("invalid input")
+
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() []error { return []error{ErrInvalidInput, e.err} }
+
+// invalid marks err as the user's input's fault; its message is unchanged.
+func invalid(err error) error { return inputError{err} }
+
 // LoadJob reads and validates a job file.
 func LoadJob(path string) (*Job, error) {
 	b, err := os.ReadFile(path)

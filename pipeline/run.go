@@ -99,6 +99,23 @@ type Score struct {
 // summary. It is resumable: finished stages with unchanged inputs are
 // skipped, interrupted ones resume.
 func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
+	if !job.Compression.History.Enabled && !job.Compression.Observation.Enabled {
+		return nil, invalid(errors.New("the job enables neither compression.history nor compression.observation: nothing to optimize"))
+	}
+	// Everything the job names is checked before the run directory exists.
+	rt, err := Open(ctx, job)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	defer rt.Close()
+	if _, err := rt.Tasks("train"); err != nil {
+		return nil, invalid(err)
+	}
+	for _, k := range []guideline.Kind{guideline.KindHistory, guideline.KindObservation} {
+		if _, err := StartingCompiled(job, k); err != nil {
+			return nil, invalid(err)
+		}
+	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
@@ -109,11 +126,6 @@ func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
 	if err := atomicfile.WriteFile(filepath.Join(outDir, "job.yaml"), resolved, 0o644); err != nil {
 		return nil, err
 	}
-	rt, err := Open(ctx, job)
-	if err != nil {
-		return nil, err
-	}
-	defer rt.Close()
 	reg, err := guideline.OpenRegistry(filepath.Join(outDir, "guidelines"))
 	if err != nil {
 		return nil, err
@@ -123,9 +135,6 @@ func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
 	p.kind = guideline.KindHistory
 	if !job.Compression.History.Enabled {
 		p.kind = guideline.KindObservation
-	}
-	if !job.Compression.History.Enabled && !job.Compression.Observation.Enabled {
-		return nil, errors.New("the job enables neither compression.history nor compression.observation: nothing to optimize")
 	}
 	sum, err := p.run()
 	if sum != nil {

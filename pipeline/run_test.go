@@ -136,8 +136,10 @@ func TestRunStopsAtBudgetAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Spent.CacheHits == 0 {
-		t.Fatal("the resumed run repeated calls instead of answering them from the cache")
+	// The calls made before the stop are answered from the cache (a few
+	// in flight at the stop may not have been).
+	if sum.Spent.CacheHits < 50 {
+		t.Fatalf("the resumed run answered only %d calls from the cache; 60 were made before the stop", sum.Spent.CacheHits)
 	}
 	if sum.SelectedGuideline == "" {
 		t.Fatal("resumed run did not finish")

@@ -37,8 +37,8 @@ type Runtime struct {
 }
 
 // Open prepares a runtime for job. Close releases it.
-func Open(ctx context.Context, job *Job) (rt *Runtime, err error) {
-	rt = &Runtime{Job: job}
+func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
+	rt := &Runtime{Job: job}
 	defer func() {
 		if err != nil {
 			rt.Close()
@@ -63,6 +63,7 @@ func Open(ctx context.Context, job *Job) (rt *Runtime, err error) {
 			slog.Debug("embedded model listening", "url", s.URL())
 		}
 		c.BaseURL = rt.sim.URL()
+		c.CacheEndpoint = Embedded + ":" + sim.ModelName
 		return nil
 	})
 	if err != nil {

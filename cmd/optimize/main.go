@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -34,20 +35,22 @@ func badInput(err error) error { return usageError{err} }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := &cli.App{
+		Writer:    stdout,
+		ErrWriter: stderr,
 		Name:  "optimize",
 		Usage: "optimize and distill the context compressor of LLM agents",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
 		},
-		Before: func(c *cli.Context) error { return setupLogging(c) },
+		Before: func(c *cli.Context) error { return setupLogging(c, stderr) },
 		Commands: []*cli.Command{
 			rolloutCommand(),
 			runCommand(),
@@ -61,7 +64,7 @@ func run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "optimize:", err)
+	fmt.Fprintln(stderr, "optimize:", err)
 	return exitCode(ctx, err)
 }
 
@@ -82,7 +85,7 @@ func exitCode(ctx context.Context, err error) int {
 	}
 }
 
-func setupLogging(c *cli.Context) error {
+func setupLogging(c *cli.Context, w io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return badInput(fmt.Errorf("--log-level: %w", err))
@@ -91,9 +94,9 @@ func setupLogging(c *cli.Context) error {
 	var h slog.Handler
 	switch c.String("log-format") {
 	case "text":
-		h = slog.NewTextHandler(os.Stderr, opts)
+		h = slog.NewTextHandler(w, opts)
 	case "json":
-		h = slog.NewJSONHandler(os.Stderr, opts)
+		h = slog.NewJSONHandler(w, opts)
 	default:
 		return badInput(fmt.Errorf("--log-format: want text or json, got %q", c.String("log-format")))
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -62,7 +61,7 @@ func rolloutCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			pipeline.PrintTable(os.Stdout, []pipeline.Row{{Name: string(strategy), Summary: res.Summary}})
+			pipeline.PrintTable(c.App.Writer, []pipeline.Row{{Name: string(strategy), Summary: res.Summary}})
 			return nil
 		},
 	}

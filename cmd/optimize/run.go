@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,12 +24,15 @@ func runCommand() *cli.Command {
 			}
 			sum, err := pipeline.Run(c.Context, job, c.String("out"))
 			if err != nil {
+				if errors.Is(err, pipeline.ErrInvalidInput) {
+					return badInput(err)
+				}
 				if errors.Is(err, pipeline.ErrBudget) {
 					return fmt.Errorf("%w; finished work is kept: raise the budget in %s and run the same command again to resume", err, c.String("config"))
 				}
 				return err
 			}
-			return pipeline.Report(os.Stdout, c.String("out"), sum)
+			return pipeline.Report(c.App.Writer, c.String("out"), sum)
 		},
 	}
 }

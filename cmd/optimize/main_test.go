@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// binary is the optimize command built for tests that need a real process
+// (SIGKILL, a standalone embedded model).
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "optimize-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "optimize")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build optimize: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// writeJob writes the demo job with a private cache and the given extra
+// YAML appended (later keys win).
+func writeJob(t *testing.T, dir string, edit func(string) string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../jobs/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(b), "path: .cache/llm.db", "path: "+filepath.Join(dir, "cache", "llm.db"), 1)
+	if edit != nil {
+		src = edit(src)
+	}
+	path := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// copyDataset copies the bundled qa dataset and lets edit change a file.
+func copyDataset(t *testing.T, dir string, edit func(name string, data []byte) []byte) string {
+	t.Helper()
+	ds := filepath.Join(dir, "qa")
+	if err := os.MkdirAll(ds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"corpus.jsonl", "train.jsonl", "test.jsonl", "VERSION"} {
+		b, err := os.ReadFile(filepath.Join("../../datasets/qa", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b = edit(name, b); b != nil {
+			if err := os.WriteFile(filepath.Join(ds, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return ds
+}
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), append([]string{"optimize"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		// job edits the demo job; dataset edits a copy of the dataset (nil
+		// data drops the file).
+		job     func(src string) string
+		dataset func(name string, data []byte) []byte
+		want    []*regexp.Regexp
+	}{
+		{
+			name: "unknown key in the job file",
+			job:  func(s string) string { return strings.Replace(s, "  top_k: 3", "  top_k: 3\n  topk: 5", 1) },
+			want: []*regexp.Regexp{regexp.MustCompile(`job\.yaml: line \d+: field topk not found`)},
+		},
+		{
+			name:    "missing dataset file",
+			dataset: func(name string, b []byte) []byte { return map[bool][]byte{true: nil, false: b}[name == "train.jsonl"] },
+			want:    []*regexp.Regexp{regexp.MustCompile(`train\.jsonl`), regexp.MustCompile(`no such file`)},
+		},
+		{
+			name: "malformed dataset line",
+			dataset: func(name string, b []byte) []byte {
+				if name != "train.jsonl" {
+					return b
+				}
+				lines := bytes.SplitAfter(b, []byte("\n"))
+				lines[4] = []byte("{\"id\": \"qa-train-0005\", \"questions\": [\n")
+				return bytes.Join(lines, nil)
+			},
+			want: []*regexp.Regexp{regexp.MustCompile(`train\.jsonl:5: `)},
+		},
+		{
+			name:    "malformed field in a dataset line",
+			dataset: func(name string, b []byte) []byte { return bytes.Replace(b, []byte(`"questions"`), []byte(`"questionz"`), 1) },
+			want:    []*regexp.Regexp{regexp.MustCompile(`train\.jsonl:1: .*questionz`)},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			job := tc.job
+			if tc.dataset != nil {
+				ds := copyDataset(t, dir, tc.dataset)
+				job = func(s string) string { return strings.Replace(s, `dataset: ""`, "dataset: "+ds, 1) }
+			}
+			cfg := writeJob(t, dir, job)
+			out := filepath.Join(dir, "out")
+			for _, args := range [][]string{
+				{"rollout", "--config", cfg, "--strategy", "none", "--limit", "2", "--out", out},
+				{"run", "--config", cfg, "--out", out},
+			} {
+				code, _, stderr := runCLI(t, args...)
+				if code != exitUsage {
+					t.Errorf("%s: exit %d, want %d; stderr:\n%s", args[0], code, exitUsage, stderr)
+				}
+				for _, w := range tc.want {
+					if !w.MatchString(stderr) {
+						t.Errorf("%s: stderr does not match %s:\n%s", args[0], w, stderr)
+					}
+				}
+				for _, p := range []string{out, out + ".partial"} {
+					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("%s: %s was left behind", args[0], p)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRolloutStrategies(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeJob(t, dir, nil)
+	for _, s := range []string{"none", "fifo", "prompting"} {
+		out := filepath.Join(dir, s)
+		code, stdout, stderr := runCLI(t, "rollout", "--config", cfg, "--strategy", s, "--limit", "4", "--out", out)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", s, code, stderr)
+		}
+		if !strings.Contains(stdout, "success") || !strings.Contains(stdout, "embedded offline model") {
+			t.Errorf("%s: table missing:\n%s", s, stdout)
+		}
+		sum := readSummary(t, out)
+		if sum.Tasks != 4 || sum.Strategy != s || sum.LLMCalls == 0 {
+			t.Errorf("%s: summary %+v", s, sum)
+		}
+	}
+	code, _, stderr := runCLI(t, "rollout", "--config", cfg, "--strategy", "guideline", "--out", filepath.Join(dir, "g"))
+	if code != exitUsage || !strings.Contains(stderr, "--guideline") {
+		t.Errorf("guideline without file: exit %d: %s", code, stderr)
+	}
+}
+
+func readSummary(t *testing.T, dir string) rollout.Summary {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, rollout.SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s rollout.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRolloutSurvivesSIGKILL kills a rollout mid-run and runs the same
+// command again: it completes, reuses the finished tasks, answers the
+// interrupted ones from the cache, and writes one record per task.
+func TestRolloutSurvivesSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeJob(t, dir, func(s string) string {
+		// Slow calls so the kill lands mid-run.
+		return strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 4\nembedded:\n  latency: 20ms", 1)
+	})
+	out := filepath.Join(dir, "out")
+	args := []string{"rollout", "--config", cfg, "--strategy", "prompting", "--limit", "24", "--out", out}
+	cmd := exec.Command(binary, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	partial := filepath.Join(out+".partial", rollout.TrajectoriesFile)
+	deadline := time.Now().Add(2 * time.Minute)
+	for countLines(partial) < 4 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("rollout made no progress")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a killed rollout left a finished-looking output directory")
+	}
+	killedAt := countLines(partial)
+	if killedAt >= 24 {
+		t.Skip("the run finished before the kill landed")
+	}
+
+	again := exec.Command(binary, args...)
+	var stderr bytes.Buffer
+	again.Stderr = &stderr
+	if err := again.Run(); err != nil {
+		t.Fatalf("re-run: %v\n%s", err, stderr.String())
+	}
+	sum := readSummary(t, out)
+	if sum.ResumedTasks < 4 || sum.CacheHits == 0 || sum.Tasks != 24 {
+		t.Fatalf("resumed %d tasks (killed after %d), %d cache hits, %d tasks", sum.ResumedTasks, killedAt, sum.CacheHits, sum.Tasks)
+	}
+	trs, err := rollout.ReadTrajectories(filepath.Join(out, rollout.TrajectoriesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tr := range trs {
+		if seen[tr.TaskID] {
+			t.Fatalf("task %s recorded twice", tr.TaskID)
+		}
+		seen[tr.TaskID] = true
+	}
+	if len(seen) != 24 {
+		t.Fatalf("%d records, want 24", len(seen))
+	}
+}
+
+func countLines(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<28)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}
+
+// TestRolloutAgainstFaultyServer runs `optimize sim` standalone with 20%
+// 429/5xx and 5% malformed tool calls: the rollout completes and counts
+// what it retried.
+func TestRolloutAgainstFaultyServer(t *testing.T) {
+	sim := exec.Command(binary, "--log-format", "json", "sim", "--listen", "127.0.0.1:0",
+		"--rate-429", "0.1", "--rate-5xx", "0.1", "--rate-malformed", "0.05", "--retry-after", "1s")
+	logs, err := sim.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sim.Process.Signal(os.Interrupt); sim.Wait() }()
+	url := ""
+	sc := bufio.NewScanner(logs)
+	for url == "" && sc.Scan() {
+		var rec struct{ URL string }
+		if json.Unmarshal(sc.Bytes(), &rec) == nil {
+			url = rec.URL
+		}
+	}
+	if url == "" {
+		t.Fatal("sim did not log its URL")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+
+	dir := t.TempDir()
+	cfg := writeJob(t, dir, func(s string) string { return strings.ReplaceAll(s, "base_url: embedded", "base_url: "+url) })
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "rollout", "--config", cfg, "--strategy", "prompting", "--limit", "12", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	sum := readSummary(t, out)
+	if sum.Retries == 0 || sum.MalformedToolCalls == 0 {
+		t.Fatalf("retries %d, malformed %d: the faults were not seen", sum.Retries, sum.MalformedToolCalls)
+	}
+	if sum.Tasks != 12 || sum.Scored+sum.InfraFailures != 12 {
+		t.Fatalf("summary %+v", sum)
+	}
+}
