@@ -135,7 +135,7 @@ var ErrInvalidInput = errors.New("invalid input")
 
 type inputError struct{ err error }
 
-func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Error() string   { return e.err.Error() }
 func (e inputError) Unwrap() []error { return []error{ErrInvalidInput, e.err} }
 
 // invalid marks err as the user's input's fault; its message is unchanged.

@@ -44,8 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := &cli.App{
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Name:  "optimize",
-		Usage: "optimize and distill the context compressor of LLM agents",
+		Name:      "optimize",
+		Usage:     "optimize and distill the context compressor of LLM agents",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},

@@ -118,9 +118,11 @@ func TestBadInput(t *testing.T) {
 			want: []*regexp.Regexp{regexp.MustCompile(`train\.jsonl:5: `)},
 		},
 		{
-			name:    "malformed field in a dataset line",
-			dataset: func(name string, b []byte) []byte { return bytes.Replace(b, []byte(`"questions"`), []byte(`"questionz"`), 1) },
-			want:    []*regexp.Regexp{regexp.MustCompile(`train\.jsonl:1: .*questionz`)},
+			name: "malformed field in a dataset line",
+			dataset: func(name string, b []byte) []byte {
+				return bytes.Replace(b, []byte(`"questions"`), []byte(`"questionz"`), 1)
+			},
+			want: []*regexp.Regexp{regexp.MustCompile(`train\.jsonl:1: .*questionz`)},
 		},
 	}
 	for _, tc := range tests {
