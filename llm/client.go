@@ -121,9 +121,10 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 
 	msgs, fill := toOpenAIMessages(req.Messages)
 	oreq := openai.ChatCompletionRequest{
-		Model:       c.cfg.Model,
-		Messages:    msgs,
-		Tools:       toOpenAITools(req.Tools),
+		Model:    c.cfg.Model,
+		Messages: msgs,
+		Tools:    toOpenAITools(req.Tools),
+		//lint:ignore SA1019 llama.cpp, Ollama and older vLLM read max_tokens only
 		MaxTokens:   maxTokens,
 		Temperature: float32(c.cfg.Temperature), // the doer writes the exact value
 		Seed:        c.cfg.Seed,

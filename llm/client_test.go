@@ -307,7 +307,6 @@ func TestCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cache.Close()
-	c = testClient(t, "agent", cfg, cache)
 
 	tests := []struct {
 		name      string
@@ -324,6 +323,8 @@ func TestCache(t *testing.T) {
 		{"other model", req, RoleConfig{BaseURL: f.url(), Model: "m2", Seed: intp(42)}, false},
 		{"other temperature", req, RoleConfig{BaseURL: f.url(), Model: "m", Seed: intp(42), Temperature: 0.5}, false},
 		{"other key env", req, RoleConfig{BaseURL: f.url(), Model: "m", Seed: intp(42), KeyEnv: "CTXOPT_OTHER_KEY", PriceIn: 1, PriceOut: 2}, true},
+		{"stable cache endpoint", req, RoleConfig{BaseURL: f.url(), Model: "m", Seed: intp(42), CacheEndpoint: "embedded:m"}, false},
+		{"same cache endpoint on another address", req, RoleConfig{BaseURL: "http://127.0.0.1:9/v1", Model: "m", Seed: intp(42), CacheEndpoint: "embedded:m"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/guideline"
 )
 
@@ -97,6 +98,21 @@ func TestRunEndToEnd(t *testing.T) {
 			if !c.Valid && c.Rejected == "" {
 				t.Errorf("%s candidate %d rejected without a reason", d.Step, c.K)
 			}
+		}
+	}
+	// The dataset stage wrote files that pass their own validation.
+	if sum.Dataset == nil || sum.Dataset.Rows["train"] == 0 {
+		t.Fatalf("dataset: %+v", sum.Dataset)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "datasets", "*.jsonl"))
+	parquet, _ := filepath.Glob(filepath.Join(dir, "datasets", "data", "*.parquet"))
+	if len(files) != 4 || len(parquet) != 2 {
+		t.Fatalf("dataset files: %v %v", files, parquet)
+	}
+	for _, f := range append(files, parquet...) {
+		vs, err := distill.ValidateFile(context.Background(), f)
+		if err != nil || len(vs) > 0 {
+			t.Errorf("%s: %v %v", f, err, vs)
 		}
 	}
 	var out bytes.Buffer

@@ -138,17 +138,6 @@ func (r run) finalAnswers() []string {
 	return nil
 }
 
-// factsAfter returns the facts of the steps that follow offset at.
-func (r run) factsAfter(at int) []fact {
-	var out []fact
-	for _, st := range r.Steps {
-		if st.At > at {
-			out = append(out, parseFacts(st.Obs)...)
-		}
-	}
-	return out
-}
-
 type missingFact struct {
 	Baseline  string `json:"baseline"`
 	Optimized string `json:"optimized_context_absent_or_changed"`
