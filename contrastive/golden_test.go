@@ -1,34 +1,10 @@
 package contrastive
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the rendering; run go test -update and review the diff.\ngot:\n%s", path, got)
-	}
-}
 
 const fixtureGuideline = `You keep a running summary of an agent's work.
 
@@ -94,7 +70,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tc.name, got)
+			golden.Check(t, tc.name+".golden", got)
 		})
 	}
 }

@@ -3,16 +3,13 @@ package env
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+	"github.com/ctxopt/ctxopt/internal/golden"
+)
 
 var embedded = sync.OnceValues(func() (*QA, error) { return NewQA(QAOptions{}) })
 
@@ -220,20 +217,7 @@ func TestQASearchObservation(t *testing.T) {
 			t.Errorf("block %d does not match %s:\n%s", i+1, header, b)
 		}
 	}
-	golden := filepath.Join("testdata", "search_observation.golden")
-	got := "search: " + question + "\n\n" + res.Observation + "\n"
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./env -run SearchObservation -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("observation differs from %s (rerun with -update if the dataset changed):\n%s", golden, got)
-	}
+	golden.Check(t, "search_observation.golden", "search: "+question+"\n\n"+res.Observation+"\n")
 }
 
 func TestQANoMatch(t *testing.T) {

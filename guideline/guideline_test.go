@@ -1,7 +1,6 @@
 package guideline
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+	"github.com/ctxopt/ctxopt/internal/golden"
+)
 
 func readFile(t *testing.T, name string) string {
 	t.Helper()
@@ -20,28 +19,6 @@ func readFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// golden compares got with testdata/name, rewriting it under -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run go test -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
 }
 
 const histVars = "{{ task }} {{ prev_summary }} {{ history }}"
@@ -226,7 +203,7 @@ func TestReports(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, rep := Validate(tt.kind, tt.src)
-			golden(t, filepath.Join("reports", tt.name+".golden"), rep.String())
+			golden.Check(t, filepath.Join("reports", tt.name+".golden"), rep.String())
 		})
 	}
 }

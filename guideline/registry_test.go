@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxopt/ctxopt/internal/golden"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -202,7 +204,7 @@ func TestRegistryDiff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join("diff", tt.name+".golden"), d)
+			golden.Check(t, filepath.Join("diff", tt.name+".golden"), d)
 		})
 	}
 	if d, err := reg.Diff(recs[0].ID, recs[0].ID); err != nil || d != "" {
@@ -222,7 +224,7 @@ func TestUnifiedDiff(t *testing.T) {
 	for _, tt := range tests {
 		fmt.Fprintf(&all, "== %s\n%s", tt.name, unifiedDiff("a", "b", tt.a, tt.b))
 	}
-	golden(t, filepath.Join("diff", "cases.golden"), all.String())
+	golden.Check(t, filepath.Join("diff", "cases.golden"), all.String())
 }
 
 func TestRegistryPromote(t *testing.T) {

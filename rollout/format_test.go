@@ -1,35 +1,12 @@
 package rollout
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/internal/golden"
 
 	"github.com/ctxopt/ctxopt/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from golden file:\n%s", name, got)
-	}
-}
 
 func TestFormatHistory(t *testing.T) {
 	msgs := []llm.Message{
@@ -40,7 +17,7 @@ func TestFormatHistory(t *testing.T) {
 		{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "b", Name: "finish", Arguments: `{"answers":["Marnth"]}`}}},
 		{Role: "tool", ToolCallID: "b", Content: "done"},
 	}
-	golden(t, "history.golden", FormatHistory(msgs, 3))
+	golden.Check(t, "history.golden", FormatHistory(msgs, 3))
 }
 
 func TestRefinedObservation(t *testing.T) {

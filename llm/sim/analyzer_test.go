@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/internal/golden"
 )
 
 var g1Keys = []string{
@@ -56,7 +58,7 @@ func TestAnalyzeUT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "analysis_ut.golden", out)
+	golden.Check(t, "analysis_ut.golden", out)
 	_, a := decodeUT(t, out)
 	if a.TaskName != "qa-train-0007" {
 		t.Errorf("task_name = %q", a.TaskName)
@@ -147,7 +149,7 @@ func TestAnalyzeCO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "analysis_co.golden", out)
+	golden.Check(t, "analysis_co.golden", out)
 	var a coAnalysis
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ctxopt/ctxopt/internal/golden"
 )
 
 const (
@@ -170,7 +172,7 @@ func TestCompressHistory(t *testing.T) {
 				t.Errorf("output has %d characters, budget %d:\n%s", n, tt.maxChars, got)
 			}
 			if tt.golden != "" {
-				golden(t, tt.golden, got)
+				golden.Check(t, tt.golden, got)
 			}
 		})
 	}
@@ -209,7 +211,7 @@ func TestCompressObservation(t *testing.T) {
 	}
 	t.Run("strict", func(t *testing.T) {
 		got := compress(prompt(strictRule, obsOstrel), tok)
-		golden(t, "observation_strict.golden", got)
+		golden.Check(t, "observation_strict.golden", got)
 		for _, w := range []string{"# Reasoning\n", "\n# Refined Observation\nFACT CACHE:\n- Q3: 1742 is listed in the archives of Ostrel under founding year.\n"} {
 			if !strings.Contains(got, w) {
 				t.Errorf("output lacks %q:\n%s", w, got)

@@ -2,39 +2,12 @@ package sim
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/llm"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (run go test -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func mustTokenizer(t testing.TB) *llm.Tokenizer {
 	t.Helper()

@@ -3,6 +3,8 @@ package sim
 import (
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/internal/golden"
 )
 
 const guidelineV0 = `You keep a running summary of an agent's work.
@@ -42,7 +44,7 @@ func TestOptimizeUT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "optimize_ut.golden", out)
+	golden.Check(t, "optimize_ut.golden", out)
 	wantBlock := "Rules:\n- Record every search query already issued under ATTEMPTED QUERIES.\n- Keep the answers found so far.\n- " +
 		factPhrasings[0] + "\n- List the pending questions.\n\n[Output format]"
 	if !strings.Contains(out, wantBlock) {
@@ -109,7 +111,7 @@ func TestOptimizeCO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "optimize_co.golden", out)
+	golden.Check(t, "optimize_co.golden", out)
 	for _, gone := range []string{"Log every query", "Retain all essential", "REASONING: describe", "Record every search query", "List the pending"} {
 		if strings.Contains(out, gone) {
 			t.Errorf("line with %q was not removed:\n%s", gone, out)
