@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ctxopt/ctxopt/internal/atomicfile"
 )
 
 // questionsPerTask is fixed by the benchmark (ACON D.1, 8-objective QA).
@@ -55,21 +57,9 @@ func run(cfg config) error {
 		return fmt.Errorf("create output directory: %w", err)
 	}
 	for _, f := range files {
-		if err := writeFile(filepath.Join(cfg.out, f.name), f.data); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(cfg.out, f.name), f.data, 0o644); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// writeFile replaces path atomically, so a failed run leaves the old file.
-func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
