@@ -165,6 +165,7 @@ func rejectInfra(ctx context.Context, fb *Feedback, err error) error {
 	if ctx.Err() != nil || !errors.Is(err, llm.ErrUnavailable) {
 		return err
 	}
+	fb.Infra = true
 	reject(fb, "analyzer unavailable: "+err.Error())
 	return nil
 }

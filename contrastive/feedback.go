@@ -34,6 +34,9 @@ type Feedback struct {
 	Regression bool   `json:"regression,omitempty"`
 	Status     string `json:"status"`
 	Reason     string `json:"reason,omitempty"` // why it was rejected
+	// Infra marks a rejection because the analyzer endpoint stayed down: a
+	// retry may succeed, unlike an unusable reply.
+	Infra bool `json:"infra,omitempty"`
 	// Analysis is the analyzer's JSON object, compacted.
 	Analysis json.RawMessage `json:"analysis,omitempty"`
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -64,6 +65,20 @@ func (c RoleConfig) WithDefaults() RoleConfig {
 	return c
 }
 
+// secretQuery reports whether a query string carries something that looks
+// like a credential.
+func secretQuery(q url.Values) bool {
+	for k := range q {
+		k = strings.ToLower(k)
+		for _, w := range []string{"key", "token", "secret", "password", "sig"} {
+			if strings.Contains(k, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // envName is what a shell accepts as a variable name. Anything else in
 // key_env is most likely the key itself pasted by mistake.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -81,7 +96,11 @@ func (c RoleConfig) Validate(field string) error {
 	if c.BaseURL == "" {
 		bad("base_url", "must not be empty (an OpenAI-compatible API root such as http://127.0.0.1:8080/v1)")
 	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("base_url", "%q is not an http(s) URL with a host", c.BaseURL)
+		bad("base_url", "is not an http(s) URL with a host")
+	} else if u.User != nil || secretQuery(u.Query()) {
+		// Job files and run manifests record base_url: credentials in it
+		// would be written to disk. The value is not echoed.
+		bad("base_url", "must not carry credentials (user:password@ or a key in the query); put the key in the variable key_env names")
 	}
 	if c.Model == "" {
 		bad("model", "must not be empty")

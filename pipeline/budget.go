@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 // ErrBudget is returned when a job's budget is spent. The run stops
@@ -28,15 +31,48 @@ func (s Spend) Sub(o Spend) Spend {
 }
 
 // Meter counts the spend of every role and enforces the job's budget.
-// Cached answers cost nothing and do not count against it.
+// Cached answers cost nothing and do not count against it. The spend of
+// earlier invocations of the same run counts too, so re-running a stopped
+// job does not reset its budget.
 type Meter struct {
 	budget Budget
+	path   string // where the spend is kept between invocations ("" none)
 	mu     sync.Mutex
 	spent  Spend
+	before Spend // spent by earlier invocations
 }
 
-// NewMeter returns a meter enforcing b.
-func NewMeter(b Budget) *Meter { return &Meter{budget: b} }
+// NewMeter returns a meter enforcing b, starting from the spend recorded in
+// path by earlier invocations (path may be empty).
+func NewMeter(b Budget, path string) (*Meter, error) {
+	m := &Meter{budget: b, path: path}
+	if path == "" {
+		return m, nil
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return m, nil
+	case err != nil:
+		return nil, fmt.Errorf("read spend: %w", err)
+	}
+	if err := json.Unmarshal(data, &m.spent); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.before = m.spent
+	return m, nil
+}
+
+// Persist records the spend so far for later invocations.
+func (m *Meter) Persist() error {
+	if m.path == "" {
+		return nil
+	}
+	return writeJSON(m.path, m.Snapshot())
+}
+
+// ThisRun is what this invocation spent.
+func (m *Meter) ThisRun() Spend { return m.Snapshot().Sub(m.before) }
 
 // Snapshot returns the spend so far.
 func (m *Meter) Snapshot() Spend {
@@ -94,3 +130,5 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	}
 	return resp, err
 }
+
+var writeJSON = rollout.WriteJSON

@@ -102,9 +102,6 @@ type OptimizeSpec struct {
 	// COHoldout is the share of the train split held out to select CO
 	// candidates.
 	COHoldout float64 `yaml:"co_holdout" json:"co_holdout"`
-	// MinGain is the success-rate gain under which a round counts as
-	// gaining nothing (early stop).
-	MinGain float64 `yaml:"min_gain" json:"min_gain"`
 }
 
 // Budget stops a job cleanly when reached; zero means unlimited.

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,7 +51,9 @@ type RunSummary struct {
 	// Dataset is the distillation export (DIR/datasets), when enabled.
 	Dataset   *DatasetSummary `json:"dataset,omitempty"`
 	Projected Projection      `json:"projected"`
-	Spent     Spend           `json:"spent"`
+	// Spent counts every invocation of this run; SpentThisRun the last.
+	Spent        Spend `json:"spent"`
+	SpentThisRun Spend `json:"spent_this_run"`
 }
 
 // Round records one UT→CO round.
@@ -89,9 +92,13 @@ type Candidate struct {
 
 // Score is how a guideline did on the selection tasks.
 type Score struct {
-	Success     float64 `json:"success"`
+	Success float64 `json:"success"`
+	// ContextTokens is the mean agent input per task: the context cost
+	// C(H') of ACON eq. 5; NormCost divides it by the parent's.
+	ContextTokens float64 `json:"context_tokens_mean"`
+	NormCost      float64 `json:"norm_cost"`
+	// TotalTokens (agent and compressor) breaks ties.
 	TotalTokens float64 `json:"total_tokens_mean"`
-	NormCost    float64 `json:"norm_cost"`
 	Objective   float64 `json:"objective"`
 }
 
@@ -105,7 +112,7 @@ func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
 	// Everything the job names is checked before the run directory exists.
 	rt, err := Open(ctx, job)
 	if err != nil {
-		return nil, invalid(err)
+		return nil, err
 	}
 	defer rt.Close()
 	if _, err := rt.Tasks("train"); err != nil {
@@ -130,15 +137,22 @@ func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: NewMeter(job.Budget)}
+	meter, err := NewMeter(job.Budget, filepath.Join(outDir, "spent.json"))
+	if err != nil {
+		return nil, err
+	}
+	p := &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: meter}
 	p.agent, p.compressor, p.optimizer = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer)
 	p.kind = guideline.KindHistory
 	if !job.Compression.History.Enabled {
 		p.kind = guideline.KindObservation
 	}
 	sum, err := p.run()
+	if perr := meter.Persist(); err == nil {
+		err = perr
+	}
 	if sum != nil {
-		sum.Spent = p.meter.Snapshot()
+		sum.Spent, sum.SpentThisRun = meter.Snapshot(), meter.ThisRun()
 	}
 	return sum, err
 }
@@ -216,9 +230,11 @@ func (p *runner) run() (*RunSummary, error) {
 			return sum, err
 		}
 		round.UT = utDec
-		utRun, err := p.rollout(fmt.Sprintf("r%d-ut-train", r), rollout.StrategyGuideline, ut.g, p.train)
-		if err != nil {
-			return sum, err
+		utRun := cur // the parent kept: its train rollout is the UT one
+		if !utDec.KeptParent {
+			if utRun, err = p.rollout(fmt.Sprintf("r%d-ut-train", r), rollout.StrategyGuideline, ut.g, p.train); err != nil {
+				return sum, err
+			}
 		}
 		sum.UT = StageSummary{Summary: utRun.Summary, GuidelineID: ut.rec.ID}
 		// CO: what the successful compressed runs carried but never used.
@@ -227,9 +243,11 @@ func (p *runner) run() (*RunSummary, error) {
 			return sum, err
 		}
 		round.CO = coDec
-		coRun, err := p.rollout(fmt.Sprintf("r%d-utco-train", r), rollout.StrategyGuideline, co.g, p.train)
-		if err != nil {
-			return sum, err
+		coRun := utRun
+		if !coDec.KeptParent {
+			if coRun, err = p.rollout(fmt.Sprintf("r%d-utco-train", r), rollout.StrategyGuideline, co.g, p.train); err != nil {
+				return sum, err
+			}
 		}
 		sum.UTCO = StageSummary{Summary: coRun.Summary, GuidelineID: co.rec.ID}
 		sum.SelectedGuideline = co.rec.ID
@@ -267,8 +285,9 @@ type DatasetSummary struct {
 func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummary, error) {
 	out := filepath.Join(p.dir, "datasets")
 	d := &DatasetSummary{Dir: out}
-	inputs := map[string]any{"guideline": sum.SelectedGuideline, "trajectories": summaryHash(final), "distill": p.job.Distill, "seed": p.job.Seed}
-	_, err := stage(p.dir, "distill", inputs, p.meter, func(dir string) (map[string]float64, error) {
+	inputs := map[string]any{"guideline": sum.SelectedGuideline, "trajectories": outcomeHash(final), "distill": p.job.Distill, "seed": p.job.Seed}
+	skipped := filepath.Join(p.dir, "stages", "distill", "skipped.json")
+	_, err := stage(p.dir, "distill", inputs, p.meter, func(string) (map[string]float64, error) {
 		m, err := distill.Build(p.ctx, p.dir, out, distill.Options{
 			Seed: p.job.Seed, ValidationFraction: p.job.Distill.ValidationFraction, MaxLength: p.job.Distill.MaxLength,
 			RedactEmails: p.job.Distill.RedactEmails, Guideline: sum.SelectedGuideline, JobName: p.job.Name,
@@ -276,7 +295,11 @@ func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummar
 		})
 		if errors.Is(err, distill.ErrNoData) {
 			slog.Warn("no dataset exported", "reason", err)
-			return map[string]float64{"rows": 0}, rollout.WriteJSON(filepath.Join(dir, "skipped.json"), map[string]string{"reason": err.Error()})
+			// A dataset of an earlier run would not match this summary.
+			if err := os.RemoveAll(out); err != nil {
+				return nil, err
+			}
+			return map[string]float64{"rows": 0}, rollout.WriteJSON(skipped, map[string]string{"reason": err.Error()})
 		}
 		if err != nil {
 			return nil, err
@@ -286,7 +309,7 @@ func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummar
 	if err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(p.dir, "stages", "distill", "skipped.json")); err == nil {
+	if b, err := os.ReadFile(skipped); err == nil {
 		var r map[string]string
 		_ = json.Unmarshal(b, &r)
 		d.Skipped = r["reason"]
@@ -309,7 +332,7 @@ func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummar
 }
 
 func (p *runner) writeSummary(sum *RunSummary) error {
-	sum.Spent = p.meter.Snapshot()
+	sum.Spent, sum.SpentThisRun = p.meter.Snapshot(), p.meter.ThisRun()
 	return rollout.WriteJSON(filepath.Join(p.dir, "summary.json"), sum)
 }
 
@@ -350,14 +373,18 @@ func (p *runner) rollout(name string, s rollout.Strategy, g *rollout.Guideline, 
 	agent.Model, agent.Compressor = p.agent, p.compressor
 	runner := p.rt.Runner(agent, name)
 	inputs := map[string]any{
-		"strategy": s, "guideline": idOf(g), "other": idOf(p.other), "tasks": taskIDs(tasks),
-		"env": p.job.Env, "compression": p.job.Compression, "roles": p.job.Roles, "embedded": p.job.Embedded,
+		"agent": agent.Fingerprint(), "tasks": tasksHash(tasks), "dataset": p.rt.Env.Version(),
+		"env": p.job.Env, "roles": p.job.Roles, "embedded": p.job.Embedded,
 	}
 	var res *rollout.Result
 	_, err := stage(p.dir, name, inputs, p.meter, func(dir string) (map[string]float64, error) {
 		r, err := runner.RunDir(p.ctx, tasks, filepath.Join(dir, "rollout"))
 		if err != nil {
 			return nil, err
+		}
+		if n := r.Summary.InfraFailures; n > 0 {
+			// Not done: a re-run retries these tasks and keeps the rest.
+			return nil, fmt.Errorf("%d of %d tasks stopped on an unavailable endpoint (%w); run the same command again to retry them", n, len(tasks), llm.ErrUnavailable)
 		}
 		res = r
 		return map[string]float64{"tasks": float64(r.Summary.Tasks), "success_rate": r.Summary.SuccessRate}, nil
@@ -378,6 +405,14 @@ func idOf(g *rollout.Guideline) string {
 	return g.ID
 }
 
+// tasksHash identifies tasks by content, so an edited dataset with the same
+// task ids does not reuse stale stages.
+func tasksHash(ts []env.Task) string {
+	b, _ := json.Marshal(ts)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
 func taskIDs(ts []env.Task) []string {
 	ids := make([]string, len(ts))
 	for i, t := range ts {
@@ -391,7 +426,7 @@ func (p *runner) step(round int, step string, parent compiled, base, cur *rollou
 	name := fmt.Sprintf("r%d-%s", round, step)
 	dir := filepath.Join(p.dir, "stages", name)
 	inputs := map[string]any{
-		"parent": parent.rec.ID, "baseline": summaryHash(base), "current": summaryHash(cur),
+		"parent": parent.rec.ID, "baseline": outcomeHash(base), "current": outcomeHash(cur),
 		"optimize": p.job.Optimize, "roles": p.job.Roles, "seed": p.job.Seed,
 	}
 	var dec Decision
@@ -429,10 +464,15 @@ func (p *runner) step(round int, step string, parent compiled, base, cur *rollou
 	return c, dec, err
 }
 
-func summaryHash(r *rollout.Result) string {
-	b, _ := json.Marshal(r.Summary)
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:8])
+// outcomeHash identifies a rollout by what happened in it, not by how it
+// was obtained (cache hits, retries and resumes do not change it).
+func outcomeHash(r *rollout.Result) string {
+	h := sha256.New()
+	for _, t := range r.Trajectories {
+		m := t.Metrics
+		fmt.Fprintf(h, "%s %v %d %d %d %d\n", t.TaskID, t.Success, m.Steps, m.AgentInputTokens, m.CompressorOutputTokens, len(t.Events))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur *rollout.Result) (Decision, error) {
@@ -440,9 +480,29 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 	dec := Decision{Step: step, Parent: parent.rec.ID}
 	sets := contrastive.Mine(base.Trajectories, cur.Trajectories, opt.StepRatio)
 
+	// Selection tasks: UT on tasks the baseline solves (I⁺), CO on a
+	// held-out part of the train split that CO's feedback never saw.
+	var tasks []env.Task
+	if step == "ut" {
+		tasks = baselineSuccesses(p.train, base)
+	} else {
+		tasks = holdout(p.train, opt.COHoldout, p.job.Seed)
+	}
+	if opt.SelectionTasks > 0 && len(tasks) > opt.SelectionTasks {
+		tasks = tasks[:opt.SelectionTasks]
+	}
+	dec.Tasks = taskIDs(tasks)
+
 	// Analysis: UT contrasts baseline and compressed runs; CO reads the
-	// successful compressed runs alone.
+	// successful compressed runs alone, outside the holdout.
 	items := sets.Items(step)
+	if step == "co" {
+		held := map[string]bool{}
+		for _, t := range tasks {
+			held[t.ID] = true
+		}
+		items = slices.DeleteFunc(items, func(it contrastive.Pair) bool { return held[it.Compressed.TaskID] })
+	}
 	fb, err := contrastive.Analyze(p.ctx, p.optimizer, step, items, contrastive.Options{
 		Round: round, Kind: string(p.kind), StepRatio: opt.StepRatio, Concurrency: p.job.Rollout.Concurrency,
 	})
@@ -453,12 +513,21 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 		return dec, err
 	}
 	var ok []contrastive.Feedback
+	infra := 0
 	for _, f := range fb {
-		if f.Status == contrastive.StatusOK {
+		switch {
+		case f.Status == contrastive.StatusOK:
 			ok = append(ok, f)
-		} else {
+		case f.Infra:
+			infra++
+		default:
 			dec.Rejected++
 		}
+	}
+	if infra > 0 {
+		// Not done: the analyses that went through are cached, and a re-run
+		// retries the others instead of deciding on partial feedback.
+		return dec, fmt.Errorf("%d of %d analyses failed on an unavailable endpoint (%w); run the same command again to retry them", infra, len(fb), llm.ErrUnavailable)
 	}
 	dec.Feedback = len(ok)
 	if len(ok) == 0 {
@@ -477,7 +546,7 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 		}
 		src, err := p.propose(step, parent, sample, k)
 		if err != nil {
-			if p.ctx.Err() != nil || errors.Is(err, ErrBudget) {
+			if p.ctx.Err() != nil || errors.Is(err, ErrBudget) || errors.Is(err, llm.ErrUnavailable) {
 				return dec, err
 			}
 			c.Rejected = err.Error()
@@ -504,18 +573,6 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 		dec.Candidates = append(dec.Candidates, c)
 	}
 
-	// Selection tasks: UT on tasks the baseline solves (I⁺), CO on a
-	// held-out part of the train split.
-	var tasks []env.Task
-	if step == "ut" {
-		tasks = baselineSuccesses(p.train, base)
-	} else {
-		tasks = holdout(p.train, opt.COHoldout, p.job.Seed)
-	}
-	if opt.SelectionTasks > 0 && len(tasks) > opt.SelectionTasks {
-		tasks = tasks[:opt.SelectionTasks]
-	}
-	dec.Tasks = taskIDs(tasks)
 	parentTr := pick(cur.Trajectories, tasks)
 	dec.Parent0 = p.score(step, parentTr, parentTr)
 
@@ -567,14 +624,13 @@ func better(a, b Score) bool {
 }
 
 // score rates trajectories: UT by success, CO by success − λ·normalized
-// cost, the cost normalized by the parent's on the same tasks.
+// context cost, normalized by the parent's on the same tasks.
 func (p *runner) score(step string, trs, parent []*rollout.Trajectory) Score {
-	var s Score
-	succ, tok := outcomes(trs)
-	_, ptok := outcomes(parent)
-	s.Success, s.TotalTokens = mean(succ), mean(tok)
-	if pt := mean(ptok); pt > 0 {
-		s.NormCost = s.TotalTokens / pt
+	succ, ctx, tok := outcomes(trs)
+	_, pctx, _ := outcomes(parent)
+	s := Score{Success: mean(succ), ContextTokens: mean(ctx), TotalTokens: mean(tok)}
+	if pc := mean(pctx); pc > 0 {
+		s.NormCost = s.ContextTokens / pc
 	}
 	s.Objective = s.Success
 	if step == "co" {
@@ -583,24 +639,26 @@ func (p *runner) score(step string, trs, parent []*rollout.Trajectory) Score {
 	return s
 }
 
-// outcomes returns per-task success (1/0) and total tokens (agent and
-// compressor), infra failures counted as failures with no tokens.
-func outcomes(trs []*rollout.Trajectory) (succ, tok []float64) {
+// outcomes returns per-task success (1/0), context tokens (agent input)
+// and total tokens (agent and compressor). Rollouts that hit an
+// unavailable endpoint never get here: their stage fails and is retried.
+func outcomes(trs []*rollout.Trajectory) (succ, ctx, tok []float64) {
 	for _, t := range trs {
 		var s float64
-		if t.Success && !t.Infra {
+		if t.Success {
 			s = 1
 		}
 		m := t.Metrics
 		succ = append(succ, s)
+		ctx = append(ctx, float64(m.AgentInputTokens))
 		tok = append(tok, float64(m.AgentInputTokens+m.AgentOutputTokens+m.CompressorInputTokens+m.CompressorOutputTokens))
 	}
-	return succ, tok
+	return succ, ctx, tok
 }
 
 func pairedOf(cand, parent []*rollout.Trajectory, seed uint64) Paired {
-	cs, ct := outcomes(cand)
-	ps, pt := outcomes(parent)
+	cs, _, ct := outcomes(cand)
+	ps, _, pt := outcomes(parent)
 	return ComparePaired(cs, ps, ct, pt, seed)
 }
 

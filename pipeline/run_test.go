@@ -128,8 +128,8 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Spent.Calls != 0 || again.SelectedGuideline != sum.SelectedGuideline {
-		t.Fatalf("re-run spent %+v, selected %s", again.Spent, again.SelectedGuideline)
+	if again.SpentThisRun.Calls != 0 || again.Spent.Calls != sum.Spent.Calls || again.SelectedGuideline != sum.SelectedGuideline {
+		t.Fatalf("re-run spent %+v (in all %+v), selected %s", again.SpentThisRun, again.Spent, again.SelectedGuideline)
 	}
 }
 
@@ -146,6 +146,11 @@ func TestRunStopsAtBudgetAndResumes(t *testing.T) {
 	}
 	if p := Project(job, 8); p.LLMCalls <= job.Budget.LLMCalls {
 		t.Fatalf("projection %d calls should exceed the budget %d", p.LLMCalls, job.Budget.LLMCalls)
+	}
+	// The first invocation's spend counts: a budget it already used up
+	// stops the re-run at once.
+	if _, err := Run(context.Background(), job, dir); !errors.Is(err, ErrBudget) {
+		t.Fatalf("re-run under the spent budget: want budget error, got %v", err)
 	}
 	job.Budget.LLMCalls = 0
 	sum, err := Run(context.Background(), job, dir)

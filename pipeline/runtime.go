@@ -36,7 +36,9 @@ type Runtime struct {
 	sim   *sim.Server
 }
 
-// Open prepares a runtime for job. Close releases it.
+// Open prepares a runtime for job. Close releases it. Errors in what the
+// job names (dataset, roles) are marked ErrInvalidInput; others (a locked
+// cache, a port) are not.
 func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 	rt := &Runtime{Job: job}
 	defer func() {
@@ -46,7 +48,7 @@ func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 	}()
 	rt.Env, err = env.NewQA(env.QAOptions{Dir: job.Env.Dataset, TopK: job.Env.TopK, StepLimit: job.Env.StepLimit})
 	if err != nil {
-		return nil, err
+		return nil, invalid(err)
 	}
 	roles := job.Roles
 	err = roles.each(func(_ string, c *llm.RoleConfig) error {
@@ -85,7 +87,7 @@ func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 	err = roles.each(func(name string, c *llm.RoleConfig) error {
 		cl, err := llm.NewClient(name, *c, rt.cache)
 		if err != nil {
-			return fmt.Errorf("roles.%s: %w", name, err)
+			return invalid(fmt.Errorf("roles.%s: %w", name, err))
 		}
 		*clients[name] = cl
 		return nil

@@ -72,6 +72,9 @@ func stage(runDir, name string, inputs any, meter *Meter, fn func(dir string) (m
 	}
 	before := meter.Snapshot()
 	counts, err := fn(dir)
+	if perr := meter.Persist(); perr != nil && err == nil {
+		err = perr
+	}
 	spent := meter.Snapshot().Sub(before)
 	m.LLMCalls, m.CacheHits, m.CostUSD = spent.Calls, spent.CacheHits, spent.CostUSD
 	if err != nil {

@@ -85,6 +85,40 @@ const (
 	malformedRetries = 2
 )
 
+// Fingerprint identifies what makes two rollouts comparable: a directory
+// holding trajectories of another fingerprint is not resumed or reused.
+type Fingerprint struct {
+	Env                  string `json:"env"`
+	Strategy             string `json:"strategy"`
+	HistoryGuideline     string `json:"history_guideline,omitempty"`
+	HistoryThreshold     int    `json:"history_threshold,omitempty"`
+	ObservationGuideline string `json:"observation_guideline,omitempty"`
+	ObservationThreshold int    `json:"observation_threshold,omitempty"`
+	FIFOKeep             int    `json:"fifo_keep,omitempty"`
+	StepLimit            int    `json:"step_limit"`
+	AgentModel           string `json:"agent_model"`
+	CompressorModel      string `json:"compressor_model,omitempty"`
+}
+
+// Fingerprint returns a's fingerprint.
+func (a *Agent) Fingerprint() Fingerprint {
+	c := a.Compress
+	f := Fingerprint{Env: a.Env.Name(), Strategy: string(c.Strategy), StepLimit: a.StepLimit, AgentModel: modelName(a.Model)}
+	if c.Strategy == StrategyFIFO {
+		f.FIFOKeep = c.FIFOKeep
+	}
+	if c.History != nil {
+		f.HistoryGuideline, f.HistoryThreshold = c.History.ID, c.HistoryThreshold
+	}
+	if c.Observation != nil {
+		f.ObservationGuideline, f.ObservationThreshold = c.Observation.ID, c.ObservationThreshold
+	}
+	if a.Compressor != nil && (c.History != nil || c.Observation != nil) {
+		f.CompressorModel = modelName(a.Compressor)
+	}
+	return f
+}
+
 // Agent runs one task at a time; it is safe for concurrent use.
 type Agent struct {
 	Env        env.Environment
@@ -155,13 +189,19 @@ func (a *Agent) Run(ctx context.Context, task env.Task) (*Trajectory, error) {
 	}
 	r.setMessages([]llm.Message{r.system, {Role: "user", Content: r.taskText}})
 	if err := r.loop(ctx); err != nil {
-		if !errors.Is(err, llm.ErrUnavailable) || ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, err
+		case errors.Is(err, llm.ErrUnavailable):
+			r.traj.Infra = true
+			r.traj.InfraErr = err.Error()
+		case llm.IsContextOverflow(err):
+			r.traj.ContextOverflow = true
+			r.finish(r.episode.Finish(ctx), false)
+		default:
 			return nil, err
 		}
-		r.traj.Infra = true
-		r.traj.InfraErr = err.Error()
 	}
-	r.traj.Metrics.Steps = r.step
 	return r.traj, nil
 }
 
@@ -183,6 +223,9 @@ func (r *run) loop(ctx context.Context) error {
 		res, obsMsgs, err := r.act(ctx, reply.Message, &turn)
 		if err != nil {
 			return err
+		}
+		if turn.Action.Tool != "" {
+			r.traj.Metrics.Steps++ // environment steps only (ACON D.2)
 		}
 		r.traj.Turns = append(r.traj.Turns, turn)
 		r.append(reply.Message)

@@ -338,3 +338,40 @@ func TestRunDirResumesAfterCrash(t *testing.T) {
 		t.Fatalf("rerun: err=%v reused=%v", err, res.Reused)
 	}
 }
+
+func TestRunDirGuards(t *testing.T) {
+	tasks := []env.Task{testTask()}
+	newRunner := func(s Strategy, model Completer) *Runner {
+		return &Runner{Agent: &Agent{Env: fakeEnv{obsWords: 3}, Model: model, Tokenizer: testTokenizer(t), Compress: Compression{Strategy: s, FIFOKeep: 5}}}
+	}
+	t.Run("trailing slash", func(t *testing.T) {
+		dir := t.TempDir() + "/out/"
+		if _, err := newRunner(StrategyNone, &fakeAgent{need: 1}).RunDir(context.Background(), tasks, dir); err != nil {
+			t.Fatal(err)
+		}
+		if trs, err := ReadTrajectories(filepath.Join(dir, TrajectoriesFile)); err != nil || len(trs) != 1 {
+			t.Fatalf("trajectories: %v %v", trs, err)
+		}
+	})
+	t.Run("another configuration is not reused", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "out")
+		if _, err := newRunner(StrategyNone, &fakeAgent{need: 1}).RunDir(context.Background(), tasks, dir); err != nil {
+			t.Fatal(err)
+		}
+		_, err := newRunner(StrategyFIFO, &fakeAgent{need: 1}).RunDir(context.Background(), tasks, dir)
+		if err == nil || !strings.Contains(err.Error(), "another configuration") {
+			t.Fatalf("want a refusal, got %v", err)
+		}
+	})
+	t.Run("infra failures are retried on the next run", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "out")
+		res, err := newRunner(StrategyNone, &fakeAgent{fail: fmt.Errorf("x: %w", llm.ErrUnavailable)}).RunDir(context.Background(), tasks, dir)
+		if err != nil || res.Summary.InfraFailures != 1 || res.Summary.Scored != 0 {
+			t.Fatalf("first run: %v %+v", err, res)
+		}
+		res, err = newRunner(StrategyNone, &fakeAgent{need: 1}).RunDir(context.Background(), tasks, dir)
+		if err != nil || res.Summary.InfraFailures != 0 || res.Summary.Successes != 1 {
+			t.Fatalf("second run: %v %+v", err, res.Summary)
+		}
+	})
+}

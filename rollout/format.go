@@ -51,13 +51,9 @@ func RefinedObservation(out string) string {
 	if i < 0 {
 		return strings.TrimSpace(out)
 	}
-	rest := out[i+len(refinedMarker):]
-	// Skip the rest of the heading line ("Refined Observation:", "**").
-	if nl := strings.IndexByte(rest, '\n'); nl >= 0 {
-		rest = rest[nl+1:]
-	} else {
-		rest = strings.TrimLeft(rest, ":*# ")
-	}
+	// Skip the rest of the heading ("Refined Observation:", "**"); text on
+	// the heading line itself belongs to the observation.
+	rest := strings.TrimLeft(out[i+len(refinedMarker):], ":*#) \t")
 	if s := strings.TrimSpace(rest); s != "" {
 		return s
 	}

@@ -24,6 +24,8 @@ func TestRefinedObservation(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"# Reasoning\nwhy\n# Refined Observation\nkeep this\nand this", "keep this\nand this"},
 		{"Reasoning: x\nRefined Observation: inline", "inline"},
+		{"Refined Observation: Ostrel was founded in 1742.\nIts mayor is Ana Lund.", "Ostrel was founded in 1742.\nIts mayor is Ana Lund."},
+		{"## Refined Observation**\n\nkept", "kept"},
 		{"no headings at all", "no headings at all"},
 		{"# Refined Observation\n", "# Refined Observation"},
 	}

@@ -24,6 +24,7 @@ import (
 const (
 	TrajectoriesFile = "trajectories.jsonl"
 	SummaryFile      = "summary.json"
+	FingerprintFile  = "rollout.json"
 	partialSuffix    = ".partial"
 )
 
@@ -148,12 +149,26 @@ type Result struct {
 // so a killed run resumes where it stopped; dir appears only when complete.
 // A dir that already holds a finished rollout of the same tasks is reused.
 func (r *Runner) RunDir(ctx context.Context, tasks []env.Task, dir string) (*Result, error) {
-	if res, err := readFinished(dir, tasks); err != nil || res != nil {
+	dir = filepath.Clean(dir) // "out/" must not put the staging dir inside dir
+	staging := dir + partialSuffix
+	fp := r.Agent.Fingerprint()
+	res, err := readFinished(dir, tasks, fp)
+	if err != nil || (res != nil && res.Summary.InfraFailures == 0) {
 		return res, err
 	}
-	staging := dir + partialSuffix
+	if res != nil {
+		// Tasks an unavailable endpoint stopped are run again; the rest of
+		// the finished rollout is kept.
+		slog.Info("retrying the tasks that hit an unavailable endpoint", "dir", dir, "tasks", res.Summary.InfraFailures)
+		if err := os.Rename(dir, staging); err != nil {
+			return nil, fmt.Errorf("resume %s: %w", dir, err)
+		}
+	}
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return nil, fmt.Errorf("rollout dir: %w", err)
+	}
+	if err := checkFingerprint(staging, fp); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(staging, TrajectoriesFile)
 	done, err := recoverPartial(path)
@@ -265,9 +280,31 @@ func WriteJSON(path string, v any) error {
 	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// checkFingerprint records fp in dir, or checks that dir was started with
+// the same configuration.
+func checkFingerprint(dir string, fp Fingerprint) error {
+	path := filepath.Join(dir, FingerprintFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return WriteJSON(path, fp)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	var old Fingerprint
+	if err := json.Unmarshal(b, &old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if old != fp {
+		want, _ := json.Marshal(fp)
+		return fmt.Errorf("%s holds a rollout with another configuration (%s, now %s); remove it or choose another --out", dir, b, want)
+	}
+	return nil
+}
+
 // readFinished returns the rollout in dir when it is finished and covers
-// exactly tasks, nil when dir does not exist.
-func readFinished(dir string, tasks []env.Task) (*Result, error) {
+// exactly tasks with the same configuration, nil when dir does not exist.
+func readFinished(dir string, tasks []env.Task, fp Fingerprint) (*Result, error) {
 	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
 	if errors.Is(err, os.ErrNotExist) {
 		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
@@ -277,6 +314,9 @@ func readFinished(dir string, tasks []env.Task) (*Result, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	if err := checkFingerprint(dir, fp); err != nil {
+		return nil, err
 	}
 	var sum Summary
 	if err := json.Unmarshal(b, &sum); err != nil {

@@ -29,6 +29,9 @@ type Trajectory struct {
 	Infra     bool   `json:"infra_failure,omitempty"`
 	InfraErr  string `json:"infra_error,omitempty"`
 	StepLimit bool   `json:"step_limit,omitempty"`
+	// ContextOverflow is set when the agent's prompt no longer fit the
+	// model's context window; the task fails, the job goes on.
+	ContextOverflow bool `json:"context_overflow,omitempty"`
 
 	Metrics Metrics `json:"metrics"`
 }

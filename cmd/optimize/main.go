@@ -60,12 +60,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	// An error before any command's action ran is a usage error: unknown
+	// command or flag, missing required flag.
+	started := false
+	markStarted(app.Commands, &started)
+	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return badInput(err) }
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "optimize:", err)
+	if !started {
+		return exitUsage
+	}
 	return exitCode(ctx, err)
+}
+
+func markStarted(cmds []*cli.Command, started *bool) {
+	for _, c := range cmds {
+		if a := c.Action; a != nil {
+			c.Action = func(ctx *cli.Context) error {
+				*started = true
+				return a(ctx)
+			}
+		}
+		markStarted(c.Subcommands, started)
+	}
 }
 
 func exitCode(ctx context.Context, err error) int {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -49,7 +50,7 @@ func rolloutCommand() *cli.Command {
 			}
 			rt, err := pipeline.Open(c.Context, job)
 			if err != nil {
-				return badInput(err)
+				return inputOr(err)
 			}
 			defer rt.Close()
 			tasks, err := rt.Tasks(split)
@@ -57,8 +58,18 @@ func rolloutCommand() *cli.Command {
 				return badInput(err)
 			}
 			agent := rt.NewAgent(rt.Compression(strategy, hist, obs))
+			// The job's budget holds for this command too (per invocation:
+			// a resumed rollout answers its finished calls from the cache).
+			meter, err := pipeline.NewMeter(job.Budget, "")
+			if err != nil {
+				return err
+			}
+			agent.Model, agent.Compressor = meter.Wrap(rt.Agent), meter.Wrap(rt.Compressor)
 			res, err := rt.Runner(agent, "rollout "+string(strategy)).RunDir(c.Context, tasks, c.String("out"))
 			if err != nil {
+				if errors.Is(err, pipeline.ErrBudget) {
+					return fmt.Errorf("%w; finished tasks are kept in %s.partial: raise the budget and run the same command again to resume", err, c.String("out"))
+				}
 				return err
 			}
 			pipeline.PrintTable(c.App.Writer, []pipeline.Row{{Name: string(strategy), Summary: res.Summary}})

@@ -24,13 +24,10 @@ func runCommand() *cli.Command {
 			}
 			sum, err := pipeline.Run(c.Context, job, c.String("out"))
 			if err != nil {
-				if errors.Is(err, pipeline.ErrInvalidInput) {
-					return badInput(err)
-				}
 				if errors.Is(err, pipeline.ErrBudget) {
 					return fmt.Errorf("%w; finished work is kept: raise the budget in %s and run the same command again to resume", err, c.String("config"))
 				}
-				return err
+				return inputOr(err)
 			}
 			return pipeline.Report(c.App.Writer, c.String("out"), sum)
 		},
@@ -38,3 +35,12 @@ func runCommand() *cli.Command {
 }
 
 func errorsIsBudget(err error) bool { return errors.Is(err, pipeline.ErrBudget) }
+
+// inputOr marks err as bad input when the pipeline says the user's input
+// caused it.
+func inputOr(err error) error {
+	if errors.Is(err, pipeline.ErrInvalidInput) {
+		return badInput(err)
+	}
+	return err
+}
