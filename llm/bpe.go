@@ -56,7 +56,7 @@ func newBPE(encoding string) (*bpe, error) {
 	}
 	ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(e.url)
 	if err != nil {
-		return nil, fmt.Errorf("load ranks of %s: %w", encoding, err)
+		return nil, fmt.Errorf("load ranks: %w", err)
 	}
 	return &bpe{ranks: ranks, split: e.split, bmp: bmpClasses(), seed: maphash.MakeSeed()}, nil
 }

@@ -24,12 +24,13 @@ const (
 	cLower                     // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
 )
 
+// classOf tests r as regexp2 does.
 func classOf(r rune) uint8 {
 	var c uint8
-	if unicode.IsLetter(r) {
+	if unicode.Is(unicode.L, r) {
 		c |= cLetter
 	}
-	if unicode.IsNumber(r) {
+	if unicode.Is(unicode.N, r) {
 		c |= cNumber
 	}
 	if unicode.IsSpace(r) {
@@ -58,6 +59,14 @@ var bmpClasses = sync.OnceValue(func() *[0x10000]uint8 {
 	return &t
 })
 
+// asciiClasses is the ASCII start of bmpClasses, for the fast path.
+var asciiClasses = func() (t [utf8.RuneSelf]uint8) {
+	for r := range rune(len(t)) {
+		t[r] = classOf(r)
+	}
+	return t
+}()
+
 // scanner walks one text for a pre-tokenizer.
 type scanner struct {
 	s   string
@@ -67,8 +76,13 @@ type scanner struct {
 // at returns the class and size of the rune at byte offset i < len(s).
 func (sc *scanner) at(i int) (uint8, int) {
 	if b := sc.s[i]; b < utf8.RuneSelf {
-		return sc.bmp[b], 1
+		return asciiClasses[b], 1
 	}
+	return sc.atRune(i)
+}
+
+// atRune is at for a multi-byte rune.
+func (sc *scanner) atRune(i int) (uint8, int) {
 	r, n := utf8.DecodeRuneInString(sc.s[i:])
 	if r < 0x10000 {
 		return sc.bmp[r], n

@@ -19,10 +19,13 @@ var loaderOnce sync.Once
 // Tokenizer counts tokens. It memoizes counts per text, so re-counting a
 // growing conversation costs only its new messages.
 type Tokenizer struct {
-	enc  *tiktoken.Tiktoken
-	seed maphash.Seed
-	mu   sync.RWMutex
-	memo map[uint64]int
+	// encode counts the tokens of a text: natively for o200k_base and
+	// cl100k_base (over ten times faster than tiktoken-go), with
+	// tiktoken-go for the others.
+	encode func(string) int
+	seed   maphash.Seed
+	mu     sync.RWMutex
+	memo   map[uint64]int
 }
 
 var (
@@ -42,11 +45,20 @@ func NewTokenizer(encoding string) (*Tokenizer, error) {
 	if t, ok := tokenizers[encoding]; ok {
 		return t, nil
 	}
-	enc, err := tiktoken.GetEncoding(encoding)
+	t := &Tokenizer{seed: maphash.MakeSeed(), memo: map[uint64]int{}}
+	b, err := newBPE(encoding)
 	if err != nil {
 		return nil, fmt.Errorf("load token encoding %q: %w", encoding, err)
 	}
-	t := &Tokenizer{enc: enc, seed: maphash.MakeSeed(), memo: map[uint64]int{}}
+	if b != nil {
+		t.encode = b.count
+	} else {
+		enc, err := tiktoken.GetEncoding(encoding)
+		if err != nil {
+			return nil, fmt.Errorf("load token encoding %q: %w", encoding, err)
+		}
+		t.encode = func(s string) int { return len(enc.EncodeOrdinary(s)) }
+	}
 	tokenizers[encoding] = t
 	return t, nil
 }
@@ -61,8 +73,7 @@ func (t *Tokenizer) Count(s string) int {
 	if s == "" {
 		return 0
 	}
-	// Short strings are memoized too: role names recur on every message, and
-	// the BPE's regexp costs microseconds even on "user".
+	// Short strings are memoized too: role names recur on every message.
 	h := maphash.String(t.seed, s)
 	t.mu.RLock()
 	n, ok := t.memo[h]
@@ -70,7 +81,7 @@ func (t *Tokenizer) Count(s string) int {
 	if ok {
 		return n
 	}
-	n = len(t.enc.EncodeOrdinary(s))
+	n = t.encode(s)
 	t.mu.Lock()
 	if len(t.memo) >= memoLimit {
 		t.memo = map[uint64]int{}

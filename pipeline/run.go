@@ -398,13 +398,6 @@ func (p *runner) rollout(name string, s rollout.Strategy, g *rollout.Guideline, 
 	return res, nil
 }
 
-func idOf(g *rollout.Guideline) string {
-	if g == nil {
-		return ""
-	}
-	return g.ID
-}
-
 // tasksHash identifies tasks by content, so an edited dataset with the same
 // task ids does not reuse stale stages.
 func tasksHash(ts []env.Task) string {
