@@ -24,7 +24,7 @@ tools:
 bench: build tools
 	$(GO) test -run '^$$' -bench 'AgentCallsThroughClient' -benchtime 3x ./llm/sim/
 	$(GO) test -run '^$$' -bench 'CounterIncremental' -benchtime 1x ./rollout/
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./llm/
+	$(GO) test -run '^$$' -bench 'Count|TokenizerIncremental' ./llm/
 	bash bench/distill.sh
 
 lint:
