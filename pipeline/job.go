@@ -31,6 +31,7 @@ type Job struct {
 	Optimize    OptimizeSpec      `yaml:"optimize" json:"optimize"`
 	Budget      Budget            `yaml:"budget" json:"budget"`
 	Cache       CacheSpec         `yaml:"cache" json:"cache"`
+	Eval        EvalSpec          `yaml:"eval" json:"eval"`
 	Distill     DistillSpec       `yaml:"distill" json:"distill"`
 	Labels      map[string]string `yaml:"labels" json:"labels,omitempty"`
 }
@@ -116,6 +117,12 @@ type CacheSpec struct {
 	// Path of the cache file; empty uses $CTXOPT_CACHE or the user cache dir.
 	Path     string `yaml:"path" json:"path"`
 	Disabled bool   `yaml:"disabled" json:"disabled"`
+}
+
+// EvalSpec configures the final evaluation on the test split, which no
+// selection ever sees.
+type EvalSpec struct {
+	Disabled bool `yaml:"disabled" json:"disabled"`
 }
 
 // DistillSpec configures the dataset export stage.

@@ -19,8 +19,8 @@ func Report(w io.Writer, runDir string, sum *RunSummary) error {
 	if sum.EmbeddedModel {
 		b.WriteString("Every role was played by the embedded offline model (llm/sim), not a real LLM: the figures show the pipeline's mechanics, not a model's quality.\n\n")
 	}
-	fmt.Fprintf(&b, "Optimized: the %s guideline. Train split, %d tasks.\n\n", sum.Kind, sum.Baseline.Tasks)
-	b.WriteString("## Before and after\n\n```\n")
+	fmt.Fprintf(&b, "Optimized: the %s guideline.\n\n", sum.Kind)
+	fmt.Fprintf(&b, "## Before and after (train split, %d tasks, the split the guidelines were selected on)\n\n```\n", sum.Baseline.Tasks)
 	PrintTable(&b, []Row{
 		{Name: "none", Summary: sum.Baseline.Summary},
 		{Name: "fifo", Summary: sum.FIFO.Summary},
@@ -31,6 +31,23 @@ func Report(w io.Writer, runDir string, sum *RunSummary) error {
 	b.WriteString("```\n\n")
 	fmt.Fprintf(&b, "Compressor output tokens per task: prompting %.0f, UT %.0f, UTCO %.0f.\n\n",
 		sum.Prompting.CompressorOutputTokensMean, sum.UT.CompressorOutputTokensMean, sum.UTCO.CompressorOutputTokensMean)
+	if ev := sum.Eval; ev != nil {
+		fmt.Fprintf(&b, "## Held-out evaluation (%s split, %d tasks, never used for selection)\n\n```\n", ev.Split, ev.Baseline.Tasks)
+		PrintTable(&b, []Row{
+			{Name: "none", Summary: ev.Baseline.Summary},
+			{Name: "prompting", Summary: ev.Prompting.Summary},
+			{Name: "selected", Summary: ev.Selected.Summary},
+		})
+		b.WriteString("```\n\n")
+		for _, c := range []struct {
+			name string
+			p    Paired
+		}{{"prompting", ev.VsPrompting}, {"no compression", ev.VsBaseline}} {
+			fmt.Fprintf(&b, "Selected vs %s: Δ success %+.3f, 95%% paired bootstrap CI [%+.3f, %+.3f] (n=%d), tokens %+.1f%%.\n",
+				c.name, c.p.SuccessDiff, c.p.CILow, c.p.CIHigh, c.p.N, 100*c.p.TokenChange)
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("## Decisions\n\n")
 	for _, r := range sum.Rounds {
 		for _, d := range []Decision{r.UT, r.CO} {

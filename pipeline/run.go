@@ -48,6 +48,9 @@ type RunSummary struct {
 	StartingGuideline string       `json:"starting_guideline"`
 	Rounds            []Round      `json:"rounds"`
 	StoppedEarly      bool         `json:"stopped_early"`
+	// Eval compares the selected guideline with the baselines on the test
+	// split, when enabled.
+	Eval *Eval `json:"eval,omitempty"`
 	// Dataset is the distillation export (DIR/datasets), when enabled.
 	Dataset   *DatasetSummary `json:"dataset,omitempty"`
 	Projected Projection      `json:"projected"`
@@ -262,6 +265,13 @@ func (p *runner) run() (*RunSummary, error) {
 		}
 		parent, cur = co, coRun
 	}
+	if !job.Eval.Disabled {
+		ev, err := p.evaluate(seed, parent)
+		if err != nil {
+			return sum, err
+		}
+		sum.Eval = ev
+	}
 	if job.Distill.Enabled {
 		d, err := p.distill(sum, cur)
 		if err != nil {
@@ -270,6 +280,49 @@ func (p *runner) run() (*RunSummary, error) {
 		sum.Dataset = d
 	}
 	return sum, p.writeSummary(sum)
+}
+
+// Eval is the held-out evaluation (DESIGN step 7): the test split, never
+// used for selection, with paired comparisons of the selected guideline.
+type Eval struct {
+	Split     string       `json:"split"`
+	Baseline  StageSummary `json:"baseline"`
+	Prompting StageSummary `json:"prompting"`
+	Selected  StageSummary `json:"selected"`
+	// VsPrompting and VsBaseline pair the selected guideline's runs with
+	// the others' on the same tasks.
+	VsPrompting Paired `json:"selected_vs_prompting"`
+	VsBaseline  Paired `json:"selected_vs_baseline"`
+}
+
+// evaluate rolls the baseline, the starting and the selected guideline out
+// on the test split.
+func (p *runner) evaluate(seed, selected compiled) (*Eval, error) {
+	test, err := p.rt.Tasks("test")
+	if err != nil {
+		return nil, err
+	}
+	base, err := p.rollout("eval-baseline", rollout.StrategyNone, nil, test)
+	if err != nil {
+		return nil, err
+	}
+	prompting, err := p.rollout("eval-prompting", rollout.StrategyPrompting, seed.g, test)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := p.rollout("eval-selected", rollout.StrategyGuideline, selected.g, test)
+	if err != nil {
+		return nil, err
+	}
+	s := uint64(p.job.Seed)
+	return &Eval{
+		Split:       "test",
+		Baseline:    StageSummary{Summary: base.Summary},
+		Prompting:   StageSummary{Summary: prompting.Summary, GuidelineID: seed.rec.ID},
+		Selected:    StageSummary{Summary: sel.Summary, GuidelineID: selected.rec.ID},
+		VsPrompting: pairedOf(sel.Trajectories, prompting.Trajectories, s),
+		VsBaseline:  pairedOf(sel.Trajectories, base.Trajectories, s),
+	}, nil
 }
 
 // DatasetSummary reports the distillation export.

@@ -25,7 +25,7 @@ func smallJob(t *testing.T, tasks int, extra string) *Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.Env.TrainLimit = tasks
+	j.Env.TrainLimit, j.Env.TestLimit = tasks, tasks
 	j.Optimize.Candidates = 3
 	j.Rollout.Concurrency = 4
 	return j
@@ -63,6 +63,9 @@ func TestRunEndToEnd(t *testing.T) {
 				t.Errorf("summary.%s has no %s", k, f)
 			}
 		}
+	}
+	if ev := sum.Eval; ev == nil || ev.Selected.Tasks != 12 || ev.Selected.Split != "test" || ev.VsPrompting.N != 12 || ev.Selected.GuidelineID != sum.SelectedGuideline {
+		t.Fatalf("eval: %+v", sum.Eval)
 	}
 	if sum.Prompting.GuidelineID != sum.StartingGuideline || sum.UTCO.GuidelineID != sum.SelectedGuideline {
 		t.Errorf("guideline ids: prompting %s start %s utco %s selected %s", sum.Prompting.GuidelineID, sum.StartingGuideline, sum.UTCO.GuidelineID, sum.SelectedGuideline)
