@@ -160,6 +160,7 @@ func TestRunStopsAtBudgetAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("budget 60 calls: stopped; raised: finished with %d cache hits, %d new calls (%d in all)", sum.SpentThisRun.CacheHits, sum.SpentThisRun.Calls, sum.Spent.Calls)
 	// The calls made before the stop are answered from the cache (a few
 	// in flight at the stop may not have been).
 	if sum.Spent.CacheHits < 50 {

@@ -240,6 +240,7 @@ func TestRolloutSurvivesSIGKILL(t *testing.T) {
 	if sum.ResumedTasks < 4 || sum.CacheHits == 0 || sum.Tasks != 24 {
 		t.Fatalf("resumed %d tasks (killed after %d), %d cache hits, %d tasks", sum.ResumedTasks, killedAt, sum.CacheHits, sum.Tasks)
 	}
+	t.Logf("killed after %d of 24 tasks; re-run resumed %d, %d cache hits", killedAt, sum.ResumedTasks, sum.CacheHits)
 	trs, err := rollout.ReadTrajectories(filepath.Join(out, rollout.TrajectoriesFile))
 	if err != nil {
 		t.Fatal(err)
@@ -312,6 +313,7 @@ func TestRolloutAgainstFaultyServer(t *testing.T) {
 	if sum.Retries == 0 || sum.MalformedToolCalls == 0 {
 		t.Fatalf("retries %d, malformed %d: the faults were not seen", sum.Retries, sum.MalformedToolCalls)
 	}
+	t.Logf("%d tasks: %d llm calls, %d retries, %d malformed tool calls asked again, %d infra failures", sum.Tasks, sum.LLMCalls, sum.Retries, sum.MalformedToolCalls, sum.InfraFailures)
 	if sum.Tasks != 12 || sum.Scored+sum.InfraFailures != 12 {
 		t.Fatalf("summary %+v", sum)
 	}
