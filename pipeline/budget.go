@@ -68,7 +68,7 @@ func (m *Meter) Persist() error {
 	if m.path == "" {
 		return nil
 	}
-	return writeJSON(m.path, m.Snapshot())
+	return rollout.WriteJSON(m.path, m.Snapshot())
 }
 
 // ThisRun is what this invocation spent.
@@ -130,5 +130,3 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	}
 	return resp, err
 }
-
-var writeJSON = rollout.WriteJSON

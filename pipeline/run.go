@@ -118,13 +118,21 @@ func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
 		return nil, err
 	}
 	defer rt.Close()
-	if _, err := rt.Tasks("train"); err != nil {
+	train, err := rt.Tasks("train")
+	if err != nil {
 		return nil, invalid(err)
 	}
-	for _, k := range []guideline.Kind{guideline.KindHistory, guideline.KindObservation} {
-		if _, err := StartingCompiled(job, k); err != nil {
-			return nil, invalid(err)
-		}
+	kind, otherKind := guideline.KindHistory, guideline.KindObservation
+	if !job.Compression.History.Enabled {
+		kind, otherKind = otherKind, kind
+	}
+	if _, err := StartingCompiled(job, kind); err != nil {
+		return nil, invalid(err)
+	}
+	// The kind not being optimized keeps its starting guideline throughout.
+	other, err := StartingCompiled(job, otherKind)
+	if err != nil {
+		return nil, invalid(err)
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
@@ -144,12 +152,8 @@ func Run(ctx context.Context, job *Job, outDir string) (*RunSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: meter}
+	p := &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: meter, kind: kind, train: train, other: other}
 	p.agent, p.compressor, p.optimizer = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer)
-	p.kind = guideline.KindHistory
-	if !job.Compression.History.Enabled {
-		p.kind = guideline.KindObservation
-	}
 	sum, err := p.run()
 	if perr := meter.Persist(); err == nil {
 		err = perr
@@ -176,10 +180,6 @@ type runner struct {
 
 func (p *runner) run() (*RunSummary, error) {
 	job := p.job
-	var err error
-	if p.train, err = p.rt.Tasks("train"); err != nil {
-		return nil, err
-	}
 	sum := &RunSummary{Job: job.Name, EmbeddedModel: p.rt.EmbeddedModel, Kind: string(p.kind)}
 	sum.Projected = Project(job, len(p.train))
 	sum.Projected.Log()
@@ -187,14 +187,6 @@ func (p *runner) run() (*RunSummary, error) {
 		slog.Warn("the budget is smaller than the projected cost; the run will stop cleanly when it is reached", "reason", err)
 	}
 
-	// The kind not being optimized keeps its starting guideline throughout.
-	otherKind := guideline.KindObservation
-	if p.kind == guideline.KindObservation {
-		otherKind = guideline.KindHistory
-	}
-	if p.other, err = StartingCompiled(job, otherKind); err != nil {
-		return nil, err
-	}
 	src, origin, err := StartingGuideline(job, p.kind)
 	if err != nil {
 		return nil, err

@@ -64,7 +64,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// command or flag, missing required flag.
 	started := false
 	markStarted(app.Commands, &started)
-	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return badInput(err) }
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
