@@ -164,10 +164,11 @@ func (r Report) String() string {
 // Template is a validated guideline, compiled. Render is safe for
 // concurrent use.
 type Template struct {
-	kind Kind
-	id   string
-	src  string
-	tpl  *pongo2.Template
+	kind    Kind
+	id      string
+	src     string
+	repairs []Repair // what validation repaired, kept for the registry
+	tpl     *pongo2.Template
 }
 
 // Kind returns the guideline's kind.
@@ -396,7 +397,7 @@ func Validate(kind Kind, src string) (*Template, Report) {
 		rep.Problems = problemStrings(probs)
 		return nil, rep
 	}
-	t := &Template{kind: kind, id: rep.ID, src: repaired, tpl: tpl}
+	t := &Template{kind: kind, id: rep.ID, src: repaired, repairs: repairs, tpl: tpl}
 
 	reads, declared := scanReads(segs)
 	required := RequiredVars(kind)

@@ -65,6 +65,9 @@ type Registry struct {
 	dir string
 	mu  sync.Mutex
 	now func() time.Time
+	// validated counts, by content id, the sources Put validated, so a
+	// caller can check it compiles a guideline once.
+	validated map[string]int
 }
 
 // OpenRegistry opens the registry in dir, creating dir if needed.
@@ -72,7 +75,7 @@ func OpenRegistry(dir string) (*Registry, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open guideline registry: %w", err)
 	}
-	return &Registry{dir: dir, now: time.Now}, nil
+	return &Registry{dir: dir, now: time.Now, validated: map[string]int{}}, nil
 }
 
 // Dir returns the registry's directory.
@@ -86,25 +89,82 @@ func (r *Registry) Dir() string { return r.dir }
 // keeps the first record's lineage, validation and Created, adds new
 // feedback ids and merges scores (new values win).
 func (r *Registry) Put(rec Record, src string) (Record, *Template, error) {
+	if err := checkRecord(&rec); err != nil {
+		return Record{}, nil, err
+	}
+	t, rep := Validate(rec.Kind, src)
+	r.mu.Lock()
+	r.validated[rep.ID]++
+	r.mu.Unlock()
+	rec, err := r.put(rec, rep.ID, Validation{OK: rep.OK, Repairs: rep.Repairs, Problems: rep.Problems}, rep.Repaired)
+	if err != nil {
+		return Record{}, nil, err
+	}
+	return rec, t, nil
+}
+
+// PutTemplate stores a guideline compiled earlier (by Put or Validate)
+// without parsing or validating it again; otherwise it is Put.
+func (r *Registry) PutTemplate(rec Record, t *Template) (Record, error) {
+	if err := checkRecord(&rec); err != nil {
+		return Record{}, err
+	}
+	if rec.Kind != t.Kind() {
+		return Record{}, fmt.Errorf("put guideline %s: record kind %s does not match the template's %s", t.ID(), rec.Kind, t.Kind())
+	}
+	return r.put(rec, t.ID(), Validation{OK: true, Repairs: t.repairs}, t.Source())
+}
+
+// Score merges scores into the stored record of id (new values win). The
+// source is neither read nor validated again.
+func (r *Registry) Score(id string, scores map[string]float64) (Record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, err := r.load(id)
+	if err != nil {
+		return Record{}, fmt.Errorf("score guideline: %w", err)
+	}
+	rec := merge(old, Record{Scores: scores})
+	if err := r.store(rec); err != nil {
+		return Record{}, fmt.Errorf("score guideline %s: %w", rec.ID, err)
+	}
+	return rec, nil
+}
+
+// Validations returns how many times Put validated a source whose content
+// id is id: callers that keep compiled templates check it stays at one.
+func (r *Registry) Validations(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.validated[id]
+}
+
+// checkRecord checks rec's kind and step, defaulting an empty step of a
+// guideline without parent to seed.
+func checkRecord(rec *Record) error {
 	if _, err := ParseKind(string(rec.Kind)); err != nil {
-		return Record{}, nil, fmt.Errorf("put guideline: %w", err)
+		return fmt.Errorf("put guideline: %w", err)
 	}
 	switch rec.Step {
 	case StepSeed, StepUT, StepCO:
 	case "":
 		if rec.Parent != "" {
-			return Record{}, nil, fmt.Errorf("put guideline: step is empty but parent is %s; want ut or co", rec.Parent)
+			return fmt.Errorf("put guideline: step is empty but parent is %s; want ut or co", rec.Parent)
 		}
 		rec.Step = StepSeed
 	default:
-		return Record{}, nil, fmt.Errorf("put guideline: unknown step %q; want seed, ut or co", rec.Step)
+		return fmt.Errorf("put guideline: unknown step %q; want seed, ut or co", rec.Step)
 	}
-	t, rep := Validate(rec.Kind, src)
-	if rec.ID != "" && rec.ID != rep.ID {
-		return Record{}, nil, fmt.Errorf("put guideline: record id %s does not match the content id %s", rec.ID, rep.ID)
+	return nil
+}
+
+// put stores src, already validated, under id with the validation v.
+func (r *Registry) put(rec Record, id string, v Validation, src string) (Record, error) {
+	if rec.ID != "" && rec.ID != id {
+		return Record{}, fmt.Errorf("put guideline: record id %s does not match the content id %s", rec.ID, id)
 	}
-	rec.ID = rep.ID
-	rec.Validation = Validation{OK: rep.OK, Repairs: rep.Repairs, Problems: rep.Problems}
+	rec.ID = id
+	rec.Validation = v
 	rec.Promoted = false
 
 	r.mu.Lock()
@@ -112,7 +172,7 @@ func (r *Registry) Put(rec Record, src string) (Record, *Template, error) {
 	if rec.Parent != "" {
 		parent, err := r.load(rec.Parent)
 		if err != nil {
-			return Record{}, nil, fmt.Errorf("put guideline %s: parent: %w", rec.ID, err)
+			return Record{}, fmt.Errorf("put guideline %s: parent: %w", rec.ID, err)
 		}
 		rec.Parent = parent.ID
 	}
@@ -125,15 +185,15 @@ func (r *Registry) Put(rec Record, src string) (Record, *Template, error) {
 			rec.Created = r.now().UTC()
 		}
 	default:
-		return Record{}, nil, fmt.Errorf("put guideline %s: %w", rec.ID, err)
+		return Record{}, fmt.Errorf("put guideline %s: %w", rec.ID, err)
 	}
-	if err := atomicfile.WriteFile(r.path(rec.ID, ".tmpl"), []byte(rep.Repaired), 0o644); err != nil {
-		return Record{}, nil, fmt.Errorf("put guideline: %w", err)
+	if err := atomicfile.WriteFile(r.path(rec.ID, ".tmpl"), []byte(src), 0o644); err != nil {
+		return Record{}, fmt.Errorf("put guideline: %w", err)
 	}
 	if err := r.store(rec); err != nil {
-		return Record{}, nil, fmt.Errorf("put guideline: %w", err)
+		return Record{}, fmt.Errorf("put guideline: %w", err)
 	}
-	return rec, t, nil
+	return rec, nil
 }
 
 // merge folds a repeated Put of the same content into the stored record.

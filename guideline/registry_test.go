@@ -278,3 +278,51 @@ func TestRegistryPutRepairedTwice(t *testing.T) {
 		t.Errorf("repaired source did not map to the same record with its repairs: %+v", second)
 	}
 }
+
+// A template compiled once is stored with PutTemplate and scored with
+// Score: neither parses or validates it again, and the record keeps the
+// repairs of the one validation.
+func TestRegistryPutTemplateAndScore(t *testing.T) {
+	reg, err := OpenRegistry(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jinja := readFile(t, "history_jinja.tmpl")
+	tpl, rep := Validate(KindHistory, jinja)
+	if tpl == nil || len(rep.Repairs) == 0 {
+		t.Fatalf("fixture: %s", rep)
+	}
+	seed, _, err := reg.Put(Record{Kind: KindHistory, Source: "test"}, readFile(t, "history_seed.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := reg.PutTemplate(Record{Kind: KindHistory, Parent: seed.ID, Step: StepUT, Round: 1, FeedbackIDs: []string{"fb-1"}, Source: "optimizer"}, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.ID != rep.ID || !rec.Validation.OK || len(rec.Validation.Repairs) != len(rep.Repairs) || rec.Parent != seed.ID {
+		t.Fatalf("stored: %+v", rec)
+	}
+	if _, src, err := reg.Get(rec.ID); err != nil || src != rep.Repaired {
+		t.Fatalf("stored source %q, %v", src, err)
+	}
+	scored, err := reg.Score(rec.ID[:6], map[string]float64{"ut_objective": 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scored.Scores["ut_objective"] != 0.5 || scored.Parent != seed.ID || strings.Join(scored.FeedbackIDs, ",") != "fb-1" {
+		t.Errorf("scored: %+v", scored)
+	}
+	if n := reg.Validations(rec.ID); n != 0 {
+		t.Errorf("PutTemplate and Score validated %d times", n)
+	}
+	if n := reg.Validations(seed.ID); n != 1 {
+		t.Errorf("Put validated the seed %d times, want 1", n)
+	}
+	if _, err := reg.PutTemplate(Record{Kind: KindObservation}, tpl); err == nil {
+		t.Error("PutTemplate stored a history template as an observation guideline")
+	}
+	if _, err := reg.Score("h-000000000000", map[string]float64{"x": 1}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Score of an unknown id: %v", err)
+	}
+}

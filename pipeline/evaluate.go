@@ -198,11 +198,11 @@ func loadGuideline(ref string, reg *guideline.Registry, only guideline.Kind) (*c
 		}
 		src, origin, kind = s, "registry id "+rec.ID, rec.Kind
 	}
-	g, _, err := Compile(kind, src, origin)
+	t, err := Compile(kind, src, origin)
 	if err != nil {
 		return nil, "", err
 	}
-	return g, kind, nil
+	return promptOf(t), kind, nil
 }
 
 // evalDir is where `optimize run` keeps its final evaluation.

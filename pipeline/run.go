@@ -173,7 +173,12 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if !job.Compression.History.Enabled {
 		kind, otherKind = otherKind, kind
 	}
-	if _, err := StartingCompiled(job, kind); err != nil {
+	seedSrc, seedOrigin, err := StartingGuideline(job, kind)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	start, err := Compile(kind, seedSrc, seedOrigin)
+	if err != nil {
 		return nil, invalid(err)
 	}
 	// The kind not being optimized keeps its starting guideline throughout.
@@ -202,7 +207,9 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if err != nil {
 		return nil, err
 	}
-	p = &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: meter, kind: kind, train: train, other: other}
+	p = &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: meter, kind: kind, train: train, other: other,
+		seedSrc: seedSrc, seedOrigin: seedOrigin, tmpls: map[string]*guideline.Template{}}
+	p.keep(seedSrc, start)
 	if !opts.NoReuse && !job.Cache.Disabled {
 		p.store = &StageStore{dir: StageStoreDir(CachePath(job.Cache.Path))}
 	}
@@ -223,6 +230,18 @@ type runner struct {
 	agent, compressor, optimizer *Metered
 	train                        []env.Task
 	other                        *compress.Prompt // the kind not optimized, fixed
+	seedSrc, seedOrigin          string           // the starting guideline of the kind optimized
+	// tmpls holds every guideline compiled in this invocation by content
+	// id, of the source as given and as repaired, so a winner is parsed
+	// and validated once: when proposed, not again when scored, chosen or
+	// used as the next parent. Steps run one at a time, so no lock.
+	tmpls map[string]*guideline.Template
+}
+
+// keep remembers t, compiled from src.
+func (p *runner) keep(src string, t *guideline.Template) {
+	p.tmpls[guideline.ID(p.kind, src)] = t
+	p.tmpls[t.ID()] = t
 }
 
 func (p *runner) run() (*RunSummary, error) {
@@ -439,31 +458,28 @@ type compiled struct {
 
 // registerSeed registers the job's starting guideline of the kind
 // optimized.
+// optimized, compiled by newRunner.
 func (p *runner) registerSeed() (compiled, error) {
-	src, origin, err := StartingGuideline(p.job, p.kind)
-	if err != nil {
-		return compiled{}, err
-	}
-	seed, err := p.register(src, guideline.Record{Kind: p.kind, Step: guideline.StepSeed, Source: origin})
-	if err != nil {
-		return compiled{}, err
-	}
-	if seed.g == nil {
-		return compiled{}, fmt.Errorf("starting %s guideline %s is not valid: %s", p.kind, origin, strings.Join(seed.rec.Validation.Problems, "; "))
-	}
-	return seed, nil
+	return p.register(p.seedSrc, guideline.Record{Kind: p.kind, Step: guideline.StepSeed, Source: p.seedOrigin})
 }
 
-// register stores src in the registry with rec's lineage; the registry
-// validates, repairs and compiles it once.
+// register stores src in the registry with rec's lineage. A source this
+// invocation compiled before is stored as it is; any other is validated,
+// repaired and compiled by the registry, once.
 func (p *runner) register(src string, rec guideline.Record) (compiled, error) {
-	rec, t, err := p.reg.Put(rec, src)
+	t := p.tmpls[guideline.ID(p.kind, src)]
+	var err error
+	if t != nil {
+		rec, err = p.reg.PutTemplate(rec, t)
+	} else if rec, t, err = p.reg.Put(rec, src); t != nil {
+		p.keep(src, t)
+	}
 	if err != nil {
 		return compiled{}, err
 	}
 	c := compiled{rec: rec}
 	if t != nil {
-		c.src, c.g = t.Source(), &compress.Prompt{ID: rec.ID, Template: t}
+		c.src, c.g = t.Source(), promptOf(t)
 	}
 	return c, nil
 }
@@ -559,6 +575,10 @@ func (p *runner) step(round int, step string, parent compiled, base, cur *rollou
 	if err != nil {
 		return compiled{}, dec, err
 	}
+	if t := p.tmpls[rec.ID]; t != nil {
+		return compiled{rec: rec, src: t.Source(), g: promptOf(t)}, dec, nil
+	}
+	// The step was skipped: its winner was compiled by an earlier run.
 	c, err := p.register(src, rec)
 	return c, dec, err
 }
@@ -757,9 +777,7 @@ func (p *runner) score(round int, step string, cur *rollout.Result, tasks []env.
 		c.Score = &s
 		pr := pairedOf(res.Outcomes, parentTr, uint64(p.job.Seed))
 		c.Paired = &pr
-		scored := cands[c.K].rec
-		scored.Scores = map[string]float64{step + "_selection_success": s.Success, step + "_objective": s.Objective}
-		if _, _, err := p.reg.Put(scored, cands[c.K].src); err != nil {
+		if _, err := p.reg.Score(c.ID, map[string]float64{step + "_selection_success": s.Success, step + "_objective": s.Objective}); err != nil {
 			return err
 		}
 	}

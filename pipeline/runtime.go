@@ -332,14 +332,19 @@ func startingGuideline(job *Job, kind guideline.Kind, builtin map[guideline.Kind
 	return src, "builtin:" + strings.TrimSuffix(name, ".tmpl"), err
 }
 
-// Compile validates a guideline source of kind and returns it ready to use.
-// A guideline that fails validation is an error naming its problems.
-func Compile(kind guideline.Kind, src, origin string) (*compress.Prompt, guideline.Report, error) {
+// Compile validates a guideline source of kind and returns it compiled. A
+// guideline that fails validation is an error naming its problems.
+func Compile(kind guideline.Kind, src, origin string) (*guideline.Template, error) {
 	t, rep := guideline.Validate(kind, src)
 	if !rep.OK {
-		return nil, rep, fmt.Errorf("%s guideline %s is not valid: %s", kind, origin, strings.Join(rep.Problems, "; "))
+		return nil, fmt.Errorf("%s guideline %s is not valid: %s", kind, origin, strings.Join(rep.Problems, "; "))
 	}
-	return &compress.Prompt{ID: rep.ID, Template: t}, rep, nil
+	return t, nil
+}
+
+// promptOf is a compiled guideline as the compressors take it.
+func promptOf(t *guideline.Template) *compress.Prompt {
+	return &compress.Prompt{ID: t.ID(), Template: t}
 }
 
 // StartingCompiled compiles the starting guideline of kind, or returns nil
@@ -360,8 +365,11 @@ func startingCompiled(job *Job, kind guideline.Kind, builtin map[guideline.Kind]
 	if err != nil {
 		return nil, err
 	}
-	g, _, err := Compile(kind, src, origin)
-	return g, err
+	t, err := Compile(kind, src, origin)
+	if err != nil {
+		return nil, err
+	}
+	return promptOf(t), nil
 }
 
 // WithPatience runs fn again while it fails because an endpoint is

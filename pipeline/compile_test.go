@@ -1,0 +1,63 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+)
+
+// A whole UT+CO round on the embedded model parses and validates every
+// candidate once: the winner is not compiled again when it is scored,
+// selected or used as the next parent, and a re-run that skips every stage
+// compiles each guideline it uses at most once.
+func TestWinnerValidatedOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a UT+CO round")
+	}
+	job := smallJob(t, 12, "")
+	job.Eval.Disabled, job.Distill.Enabled = true, false
+	dir := t.TempDir()
+	p, err := newRunner(context.Background(), job, dir, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := p.run()
+	p.rt.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	winners := 0
+	for _, d := range []Decision{sum.Rounds[0].UT, sum.Rounds[0].CO} {
+		if !d.KeptParent {
+			winners++
+			t.Logf("%s winner %s: validated %d time(s)", d.Step, d.Chosen, p.reg.Validations(d.Chosen))
+		}
+		for _, c := range d.Candidates {
+			if c.ID == "" {
+				continue
+			}
+			if n := p.reg.Validations(c.ID); n != 1 {
+				t.Errorf("%s candidate %d (%s, chosen %v): validated %d times, want 1", d.Step, c.K, c.ID, c.ID == d.Chosen, n)
+			}
+		}
+	}
+	if winners == 0 {
+		t.Fatalf("no step chose a candidate, so no winner was checked: %+v", sum.Rounds)
+	}
+	if n := p.reg.Validations(sum.SelectedGuideline); n != 1 {
+		t.Errorf("selected guideline %s validated %d times, want 1", sum.SelectedGuideline, n)
+	}
+
+	again, err := newRunner(context.Background(), job, dir, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.rt.Close()
+	if _, err := again.run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []Decision{sum.Rounds[0].UT, sum.Rounds[0].CO} {
+		if n := again.reg.Validations(d.Chosen); n > 1 {
+			t.Errorf("re-run: %s winner %s validated %d times, want at most 1", d.Step, d.Chosen, n)
+		}
+	}
+}
