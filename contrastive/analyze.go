@@ -10,6 +10,7 @@ import (
 
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/rollout"
 	"github.com/ctxopt/ctxopt/templates"
@@ -40,7 +41,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Kind == "" {
-		o.Kind = KindHistory
+		o.Kind = compress.KindHistory
 	}
 	if o.StepRatio <= 0 {
 		o.StepRatio = DefaultStepRatio
@@ -58,8 +59,8 @@ func checkStepKind(step, kind string) error {
 	if step != StepUT && step != StepCO {
 		return fmt.Errorf("analysis step %q: want %q or %q", step, StepUT, StepCO)
 	}
-	if kind != KindHistory && kind != KindObservation {
-		return fmt.Errorf("guideline kind %q: want %q or %q", kind, KindHistory, KindObservation)
+	if kind != compress.KindHistory && kind != compress.KindObservation {
+		return fmt.Errorf("guideline kind %q: want %q or %q", kind, compress.KindHistory, compress.KindObservation)
 	}
 	return nil
 }
@@ -246,7 +247,7 @@ func failureReport(b, c *rollout.Trajectory) string {
 	line("compressed", c)
 	var hist, obs int
 	for _, ev := range c.Events {
-		if ev.Kind == KindHistory {
+		if ev.Kind == compress.KindHistory {
 			hist++
 		} else {
 			obs++
@@ -257,7 +258,7 @@ func failureReport(b, c *rollout.Trajectory) string {
 }
 
 func guidelineID(t *rollout.Trajectory, kind string) string {
-	if kind == KindObservation {
+	if kind == compress.KindObservation {
 		return t.ObservationGuidelineID
 	}
 	return t.HistoryGuidelineID

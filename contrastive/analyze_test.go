@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -187,7 +188,7 @@ func TestAnalyzeReplies(t *testing.T) {
 			if f.Status != tc.status || !strings.Contains(f.Reason, tc.reason) {
 				t.Errorf("status %q reason %q, want %q containing %q", f.Status, f.Reason, tc.status, tc.reason)
 			}
-			if f.ID == "" || f.Step != tc.step || f.Round != 2 || f.TaskID != "qa-0007" || f.Kind != KindHistory {
+			if f.ID == "" || f.Step != tc.step || f.Round != 2 || f.TaskID != "qa-0007" || f.Kind != compress.KindHistory {
 				t.Errorf("record header: %+v", f)
 			}
 			if tc.status == StatusRejected && (len(f.Analysis) > 0 || len(f.Rules)+len(f.Recommendations) > 0) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/rollout"
@@ -76,7 +77,7 @@ func compressedRun() *rollout.Trajectory {
 			turn(4, finish("unknown", "copper"), "done"),
 		},
 		Events: []rollout.CompressionEvent{{
-			Kind: KindHistory, Step: 2, GuidelineID: "g-hist-0", Output: lossySummary,
+			Kind: compress.KindHistory, Step: 2, GuidelineID: "g-hist-0", Output: lossySummary,
 			Vars: map[string]string{"task": fixtureTask},
 		}},
 		Success: false,

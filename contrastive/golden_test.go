@@ -3,6 +3,7 @@ package contrastive
 import (
 	"testing"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/internal/golden"
 )
 
@@ -40,7 +41,7 @@ func fixtureFeedback(t *testing.T, step, reply, task string, regression bool) Fe
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := Feedback{Step: step, TaskID: task, Kind: KindHistory, Status: StatusOK, Regression: regression, CompressedChars: 180}
+	f := Feedback{Step: step, TaskID: task, Kind: compress.KindHistory, Status: StatusOK, Regression: regression, CompressedChars: 180}
 	fill(&f, step, r)
 	f.setID()
 	return f
@@ -61,8 +62,8 @@ func TestGolden(t *testing.T) {
 	}{
 		{"analysis_ut", func() (string, error) { return AnalysisPrompt(StepUT, pair, Options{}) }},
 		{"analysis_co", func() (string, error) { return AnalysisPrompt(StepCO, Pair{Compressed: pair.Compressed}, Options{}) }},
-		{"update_ut", func() (string, error) { return UpdatePrompt(StepUT, KindHistory, fixtureGuideline, ut) }},
-		{"update_co", func() (string, error) { return UpdatePrompt(StepCO, KindObservation, fixtureObsGuideline, co) }},
+		{"update_ut", func() (string, error) { return UpdatePrompt(StepUT, compress.KindHistory, fixtureGuideline, ut) }},
+		{"update_co", func() (string, error) { return UpdatePrompt(StepCO, compress.KindObservation, fixtureObsGuideline, co) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

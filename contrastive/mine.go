@@ -16,12 +16,6 @@ const (
 	StepCO = "co" // compression: what it carried that was never used
 )
 
-// Kinds of compression a guideline does.
-const (
-	KindHistory     = "history"
-	KindObservation = "observation"
-)
-
 // Pair is one task run without and with compression. Baseline is nil for
 // CO items, which look at the compressed run alone.
 type Pair struct {

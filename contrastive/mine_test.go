@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -136,9 +137,9 @@ func TestCompressedHistorySessions(t *testing.T) {
 	// A second summary after step 3 and one made before a turn that never
 	// came (the run stopped right after it).
 	c.Events = append(c.Events,
-		rollout.CompressionEvent{Kind: KindObservation, Step: 3, Output: "refined"},
-		rollout.CompressionEvent{Kind: KindHistory, Step: 3, Output: "SECOND"},
-		rollout.CompressionEvent{Kind: KindHistory, Step: 5, Output: "<HISTORY_SUMMARY>\nTHIRD\n</HISTORY_SUMMARY>"})
+		rollout.CompressionEvent{Kind: compress.KindObservation, Step: 3, Output: "refined"},
+		rollout.CompressionEvent{Kind: compress.KindHistory, Step: 3, Output: "SECOND"},
+		rollout.CompressionEvent{Kind: compress.KindHistory, Step: 5, Output: "<HISTORY_SUMMARY>\nTHIRD\n</HISTORY_SUMMARY>"})
 	h := CompressedHistory(c, 0)
 	// Each summary comes right before the kept last pair (its event step).
 	order := []string{`<step n="1">`, "session 2", "Searched for Veloria", `<step n="2">`,

@@ -81,7 +81,7 @@ func turnsText(turns []rollout.Turn, cut int) string {
 func sessionsText(t *rollout.Trajectory, cut int) string {
 	var summaries []rollout.CompressionEvent
 	for _, ev := range t.Events {
-		if ev.Kind == KindHistory {
+		if ev.Kind == compress.KindHistory {
 			summaries = append(summaries, ev)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/sim"
 )
@@ -67,7 +68,7 @@ func TestEmbeddedAnalyzer(t *testing.T) {
 			if f.Status != StatusOK {
 				t.Skip("no feedback")
 			}
-			p, err := UpdatePrompt(f.Step, KindHistory, fixtureGuideline, []Feedback{*f})
+			p, err := UpdatePrompt(f.Step, compress.KindHistory, fixtureGuideline, []Feedback{*f})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,17 +7,9 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/templates"
 )
-
-// RequiredVars are the placeholders a guideline of kind is rendered with;
-// an update must keep every one.
-func RequiredVars(kind string) []string {
-	if kind == KindObservation {
-		return []string{"task", "history", "observation"}
-	}
-	return []string{"task", "prev_summary", "history"}
-}
 
 // UpdatePrompt renders the optimizer's prompt (update_ut.tmpl or
 // update_co.tmpl) that rewrites the guideline original from the ok records
@@ -52,9 +44,10 @@ func UpdatePrompt(step, kind, original string, sample []Feedback) (string, error
 	return templates.Render(name, map[string]any{
 		"original_prompt": original,
 		"kind":            kind,
-		"required_vars":   RequiredVars(kind),
-		"avg_orig_chars":  avg,
-		"samples":         samples,
+		// An update must keep every placeholder the guideline is rendered with.
+		"required_vars":  guideline.RequiredVars(guideline.Kind(kind)),
+		"avg_orig_chars": avg,
+		"samples":        samples,
 	})
 }
 

@@ -10,13 +10,14 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
 )
 
 func records(n int) []Feedback {
 	fs := make([]Feedback, n)
 	for i := range fs {
-		fs[i] = Feedback{Step: StepUT, TaskID: fmt.Sprintf("t%02d", i), Kind: KindHistory, Status: StatusOK,
+		fs[i] = Feedback{Step: StepUT, TaskID: fmt.Sprintf("t%02d", i), Kind: compress.KindHistory, Status: StatusOK,
 			Recommendations: []string{fmt.Sprintf("rule %d", i)}}
 		if i%4 == 3 {
 			fs[i].Status, fs[i].Reason = StatusRejected, "not JSON"
@@ -84,10 +85,10 @@ func TestUpdatePromptErrors(t *testing.T) {
 		sample           []Feedback
 		err              string
 	}{
-		{"unknown step", "xx", KindHistory, fs, "analysis step"},
+		{"unknown step", "xx", compress.KindHistory, fs, "analysis step"},
 		{"unknown kind", StepUT, "both", fs, "guideline kind"},
-		{"nothing ok", StepUT, KindHistory, fs[3:], "no usable feedback"},
-		{"empty", StepCO, KindHistory, nil, "no usable feedback"},
+		{"nothing ok", StepUT, compress.KindHistory, fs[3:], "no usable feedback"},
+		{"empty", StepCO, compress.KindHistory, nil, "no usable feedback"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,7 +106,7 @@ func TestUpdatePromptLines(t *testing.T) {
 	f := Feedback{Step: StepCO, TaskID: "t1", Status: StatusOK}
 	fill(&f, StepCO, mustParse(t, StepCO, `{"removals":[{"category":"tool-logs","pattern":"issued\nsearches","action":""}],"keeps":[],"rules":["Drop the\n  query log.","Write no reasoning."]}`))
 	orig := "Summarize.\n{{ task }}\n{{ prev_summary }}\n{{ history }}"
-	p, err := UpdatePrompt(StepCO, KindHistory, orig, []Feedback{f})
+	p, err := UpdatePrompt(StepCO, compress.KindHistory, orig, []Feedback{f})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -171,7 +172,7 @@ func TestBuildSplitsByTask(t *testing.T) {
 	for i := range 40 {
 		var events []rollout.CompressionEvent
 		for j := range 3 {
-			events = append(events, event(KindHistory, fmt.Sprintf("task %d history %d", i, j), fmt.Sprintf("summary %d.%d", i, j)))
+			events = append(events, event(compress.KindHistory, fmt.Sprintf("task %d history %d", i, j), fmt.Sprintf("summary %d.%d", i, j)))
 		}
 		trajs = append(trajs, success(fmt.Sprintf("t%02d", i), events...))
 	}
@@ -279,7 +280,7 @@ func TestBuildSplitsStableWhenSourcesChange(t *testing.T) {
 	source := func(name string, from, to int) string {
 		var buf bytes.Buffer
 		for i := from; i < to; i++ {
-			line, err := json.Marshal(success(fmt.Sprintf("task-%03d", i), event(KindHistory, fmt.Sprintf("history of %d", i), fmt.Sprintf("summary %d", i))))
+			line, err := json.Marshal(success(fmt.Sprintf("task-%03d", i), event(compress.KindHistory, fmt.Sprintf("history of %d", i), fmt.Sprintf("summary %d", i))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,13 +327,13 @@ func TestBuildCuration(t *testing.T) {
 	long := strings.Repeat("word ", 300)
 	writeRun(t, run,
 		success("a",
-			event(KindHistory, "alpha history", "alpha summary"),
-			event(KindHistory, "alpha history", "alpha summary"),      // exact duplicate
-			event(KindHistory, "ALPHA   history", "Alpha  Summary"),   // duplicate up to case and spaces
-			event(KindObservation, "long observation "+long, "short"), // over max length
+			event(compress.KindHistory, "alpha history", "alpha summary"),
+			event(compress.KindHistory, "alpha history", "alpha summary"),      // exact duplicate
+			event(compress.KindHistory, "ALPHA   history", "Alpha  Summary"),   // duplicate up to case and spaces
+			event(compress.KindObservation, "long observation "+long, "short"), // over max length
 			event(KindPlanAware, "plan history", "plan summary"),
-			rollout.CompressionEvent{Kind: KindHistory, GuidelineID: "g-1", Input: []llm.Message{{Role: "tool", Content: "x"}}, Output: "y"},
-			rollout.CompressionEvent{Kind: KindHistory, GuidelineID: "g-1", Input: []llm.Message{{Role: "system", Content: " "}}, Output: "y"},
+			rollout.CompressionEvent{Kind: compress.KindHistory, GuidelineID: "g-1", Input: []llm.Message{{Role: "tool", Content: "x"}}, Output: "y"},
+			rollout.CompressionEvent{Kind: compress.KindHistory, GuidelineID: "g-1", Input: []llm.Message{{Role: "system", Content: " "}}, Output: "y"},
 		),
 	)
 	m, err := Build(t.Context(), run, filepath.Join(t.TempDir(), "ds"), Options{MaxLength: 200, ValidationFraction: -1})
@@ -366,11 +367,11 @@ func TestBuildRedactsEverySecret(t *testing.T) {
 	samples := secretSamples()
 	var trajs []rollout.Trajectory
 	for i, s := range samples {
-		ev := event(KindHistory, fmt.Sprintf("step %d observation: %s", i, s.text), "kept: "+s.text)
+		ev := event(compress.KindHistory, fmt.Sprintf("step %d observation: %s", i, s.text), "kept: "+s.text)
 		trajs = append(trajs, success(fmt.Sprintf("task-%02d", i), ev))
 	}
 	// Metadata is redacted too.
-	meta := event(KindObservation, "metadata carrier", "ok")
+	meta := event(compress.KindObservation, "metadata carrier", "ok")
 	meta.Model = "teacher " + samples[0].text
 	trajs = append(trajs, success("task-meta "+samples[10].text, meta))
 	writeRun(t, run, trajs...)
@@ -428,7 +429,7 @@ func parquetStrings(t *testing.T, path string) []string {
 func TestBuildBadInput(t *testing.T) {
 	t.Run("no successful trajectories", func(t *testing.T) {
 		run := t.TempDir()
-		failed := success("a", event(KindHistory, "h", "s"))
+		failed := success("a", event(compress.KindHistory, "h", "s"))
 		failed.Success = false
 		writeRun(t, run, failed)
 		out := filepath.Join(t.TempDir(), "ds")
@@ -448,7 +449,7 @@ func TestBuildBadInput(t *testing.T) {
 	})
 	t.Run("guideline matches nothing", func(t *testing.T) {
 		run := t.TempDir()
-		writeRun(t, run, success("a", event(KindHistory, "h", "s")))
+		writeRun(t, run, success("a", event(compress.KindHistory, "h", "s")))
 		_, err := Build(t.Context(), run, filepath.Join(t.TempDir(), "ds"), Options{Guideline: "g-9"})
 		if !errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), `guideline "g-9"`) {
 			t.Errorf("err = %v, want ErrNoData naming the guideline", err)
@@ -457,7 +458,7 @@ func TestBuildBadInput(t *testing.T) {
 
 	corrupt := func(t *testing.T) string {
 		run := t.TempDir()
-		writeRun(t, run, success("a", event(KindHistory, "h", "s")), success("b", event(KindHistory, "h2", "s2")))
+		writeRun(t, run, success("a", event(compress.KindHistory, "h", "s")), success("b", event(compress.KindHistory, "h2", "s2")))
 		path := filepath.Join(run, "stages", "test", "rollout", trajectoryFileName)
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -495,7 +496,7 @@ func TestBuildBadInput(t *testing.T) {
 
 func TestBuildKeepsForeignDirectory(t *testing.T) {
 	run := t.TempDir()
-	writeRun(t, run, success("a", event(KindHistory, "h", "s")))
+	writeRun(t, run, success("a", event(compress.KindHistory, "h", "s")))
 	out := t.TempDir()
 	keep := filepath.Join(out, "notes.txt")
 	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
@@ -511,7 +512,7 @@ func TestBuildKeepsForeignDirectory(t *testing.T) {
 
 func TestBuildGuidelineSelection(t *testing.T) {
 	run := t.TempDir()
-	a, b := event(KindHistory, "h1", "s1"), event(KindHistory, "h2", "s2")
+	a, b := event(compress.KindHistory, "h1", "s1"), event(compress.KindHistory, "h2", "s2")
 	a.GuidelineID, b.GuidelineID = "g-ut1-co1", "g-base"
 	writeRun(t, run, success("t1", a), success("t2", b))
 	for _, tt := range []struct {
@@ -582,7 +583,7 @@ func TestBuildSkipsHeldOutSplits(t *testing.T) {
 		}
 	}
 	of := func(split, task string) rollout.Trajectory {
-		tr := success(task, event(KindHistory, "history of "+task, "summary of "+task))
+		tr := success(task, event(compress.KindHistory, "history of "+task, "summary of "+task))
 		tr.Split = split
 		return tr
 	}
@@ -607,7 +608,7 @@ func TestBuildSkipsHeldOutSplits(t *testing.T) {
 // The card says what the prompts hold and links the license when given.
 func TestCardLicenseLinkAndRoles(t *testing.T) {
 	run := t.TempDir()
-	tr := success("t1", rollout.CompressionEvent{Kind: KindHistory, Step: 1, GuidelineID: "g", Model: "m",
+	tr := success("t1", rollout.CompressionEvent{Kind: compress.KindHistory, Step: 1, GuidelineID: "g", Model: "m",
 		Input: []llm.Message{{Role: "user", Content: "compress this"}}, Output: "short"})
 	writeRun(t, run, tr)
 	out := filepath.Join(t.TempDir(), "ds")

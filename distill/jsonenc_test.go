@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/compress"
 )
 
 // marshalStd encodes v the way the hand-written encoder must.
@@ -39,7 +41,7 @@ func TestRowJSONMatchesEncodingJSON(t *testing.T) {
 			ID:               text,
 			Prompt:           []Message{{Role: "system", Content: text}, {Role: "user", Content: "x" + text}},
 			Completion:       []Message{{Role: "assistant", Content: text + "y"}},
-			Kind:             KindObservation,
+			Kind:             compress.KindObservation,
 			Source:           SourcePAACESyn,
 			TaskID:           text,
 			Step:             int64(i),

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -204,7 +205,7 @@ func TestRedactionCorpus(t *testing.T) {
 		kinds[s.kind] = true
 		for shape, text := range shapesOf(s) {
 			shapes[shape] = true
-			ev := event(KindHistory, fmt.Sprintf("observation %d (%s): %s", n, shape, text), "kept: "+text)
+			ev := event(compress.KindHistory, fmt.Sprintf("observation %d (%s): %s", n, shape, text), "kept: "+text)
 			trajs = append(trajs, success(fmt.Sprintf("task-%03d", n), ev))
 			n++
 		}

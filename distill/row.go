@@ -13,12 +13,9 @@ import (
 	"unicode"
 )
 
-// Row kinds.
-const (
-	KindHistory     = "history"
-	KindObservation = "observation"
-	KindPlanAware   = "plan_aware"
-)
+// KindPlanAware is the kind of PAACE-Syn rows; ACON rows have the kind of
+// their compression event (compress.KindHistory or KindObservation).
+const KindPlanAware = "plan_aware"
 
 // Row sources: ACON compression events, PAACE-Syn synthetic workflows.
 const (

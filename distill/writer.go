@@ -13,6 +13,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/sourcegraph/conc/stream"
+
+	"github.com/ctxopt/ctxopt/compress"
 )
 
 // WriterOptions tune a Writer. Zero values take the defaults.
@@ -329,7 +331,7 @@ func rowBytes(r *Row) int {
 var promptRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true}
 
 var (
-	validKind   = map[string]bool{KindHistory: true, KindObservation: true, KindPlanAware: true}
+	validKind   = map[string]bool{compress.KindHistory: true, compress.KindObservation: true, KindPlanAware: true}
 	validSource = map[string]bool{SourceACON: true, SourcePAACESyn: true}
 	validSplit  = map[string]bool{SplitTrain: true, SplitValidation: true}
 )

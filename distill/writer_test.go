@@ -13,6 +13,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/ctxopt/ctxopt/compress"
 )
 
 func testRow(i int, split string) Row {
@@ -23,7 +25,7 @@ func testRow(i int, split string) Row {
 			{Role: "user", Content: fmt.Sprintf("History %d: %s", i, strings.Repeat("the agent searched and found ", i%7+1))},
 		},
 		Completion:       []Message{{Role: "assistant", Content: fmt.Sprintf("Summary %d.", i)}},
-		Kind:             []string{KindHistory, KindObservation, KindPlanAware}[i%3],
+		Kind:             []string{compress.KindHistory, compress.KindObservation, KindPlanAware}[i%3],
 		Source:           SourceACON,
 		TaskID:           fmt.Sprintf("task-%02d", i/4),
 		Step:             int64(i % 9),

@@ -30,8 +30,8 @@ import (
 type Kind string
 
 const (
-	KindHistory     Kind = "history"
-	KindObservation Kind = "observation"
+	KindHistory     Kind = compress.KindHistory
+	KindObservation Kind = compress.KindObservation
 )
 
 // ParseKind accepts "history" or "observation".

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
@@ -292,9 +293,9 @@ func parseCall(line []byte, m Mapping) (call, error) {
 	}
 	c.kind = get(line, m.Kind).String()
 	if c.kind == "" {
-		c.kind = "history"
+		c.kind = compress.KindHistory
 	}
-	if c.kind != "history" && c.kind != "observation" {
+	if c.kind != compress.KindHistory && c.kind != compress.KindObservation {
 		return c, fmt.Errorf("kind %q at %q: want history or observation", c.kind, m.Kind)
 	}
 	if s := get(line, m.Success); s.Exists() && s.Type != gjson.Null {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sourcegraph/conc/stream"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/distill"
 )
 
@@ -106,7 +107,7 @@ func gen(args []string) error {
 			ID:               fmt.Sprintf("%032x", i),
 			Prompt:           []distill.Message{{Role: "system", Content: system}, {Role: "user", Content: text(r, in-len(system))}},
 			Completion:       []distill.Message{{Role: "assistant", Content: text(r, *size-in)}},
-			Kind:             distill.KindHistory,
+			Kind:             compress.KindHistory,
 			Source:           distill.SourceACON,
 			TaskID:           fmt.Sprintf("task-%05d", task),
 			Step:             int64(r.IntN(40)),
