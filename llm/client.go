@@ -177,7 +177,7 @@ type attemptsError struct {
 func (e *attemptsError) Error() string { return e.err.Error() }
 func (e *attemptsError) Unwrap() error { return e.err }
 
-// Attempts reports how many requests a failed Complete sent to the endpoint
+// Attempts reports how many requests a failed Complete or Embeddings sent to the endpoint
 // (each retry is one), 0 when err is not from Complete. Spend and retry
 // counts include them: a call that ends in an error still cost requests.
 func Attempts(err error) int {
@@ -203,11 +203,30 @@ func (c *Client) cachedChat(key []byte) (Response, bool) {
 	return resp, true
 }
 
-// Embed returns one vector per text, in order. Texts are cached one by
-// one, so only those never seen before go to the endpoint, in one request.
+// Embed returns one vector per text, in order, and the tokens of every
+// text (cached ones included).
 func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, Usage, error) {
+	e, err := c.Embeddings(ctx, texts)
+	return e.Vectors, e.Usage, err
+}
+
+// Embeddings is the answer to one embedding call.
+type Embeddings struct {
+	Vectors [][]float32
+	Usage   Usage // the tokens of every text, cached ones included
+	Fresh   Usage // the tokens of the texts the endpoint embedded
+	// Cached is true when every text came from the cache: the call cost
+	// nothing.
+	Cached  bool
+	Retries int
+}
+
+// Embeddings embeds texts like Embed and says what the call cost. Texts are
+// cached one by one, so only those never seen before go to the endpoint,
+// in one request. A failed call's error carries its attempts (Attempts).
+func (c *Client) Embeddings(ctx context.Context, texts []string) (Embeddings, error) {
 	if len(texts) == 0 {
-		return nil, Usage{}, nil
+		return Embeddings{}, nil
 	}
 	out := make([][]float32, len(texts))
 	var usage Usage
@@ -218,7 +237,7 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, Usage,
 			k, err := hashKey(embedKey{Version: cacheVersion, BaseURL: c.cacheEndpoint(), Model: c.cfg.Model, Input: t})
 			if err != nil {
 				c.stats.failed(err, 0)
-				return nil, Usage{}, fmt.Errorf("llm %s: %w", c.role, err)
+				return Embeddings{}, fmt.Errorf("llm %s: %w", c.role, err)
 			}
 			keys[i] = k
 			if b, ok := c.cache.get(embedBucket, k); ok {
@@ -233,7 +252,7 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, Usage,
 	}
 	if len(missing) == 0 {
 		c.stats.answered(usage, 0, true, 0)
-		return out, usage, nil
+		return Embeddings{Vectors: out, Usage: usage, Cached: true}, nil
 	}
 
 	input := make([]string, len(missing))
@@ -259,7 +278,7 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, Usage,
 	})
 	if err != nil {
 		c.stats.failed(err, retries)
-		return nil, Usage{}, err
+		return Embeddings{}, &attemptsError{err: err, attempts: retries + 1}
 	}
 
 	counts := make([]int, len(input))
@@ -281,7 +300,7 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, Usage,
 	}
 	usage.PromptTokens += fresh.PromptTokens
 	c.stats.answered(usage, c.Cost(fresh), false, retries)
-	return out, usage, nil
+	return Embeddings{Vectors: out, Usage: usage, Fresh: fresh, Retries: retries}, nil
 }
 
 // redact scrubs the API key from err's text, in case a server echoes the

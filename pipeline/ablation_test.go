@@ -46,7 +46,7 @@ func rolloutWith(t *testing.T, j *Job, name compress.Name) *rollout.Trajectory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := rt.Strategy(name, hist, obs, rt.Compressor)
+	s, err := rt.Strategy(name, hist, obs, rt.Compressor, rt.Embedder)
 	if err != nil {
 		t.Fatal(err)
 	}

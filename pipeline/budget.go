@@ -176,3 +176,20 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	}
 	return resp, err
 }
+
+// Embed checks the budget, then embeds texts. A call answered wholly from
+// the cache costs nothing, like a cached completion.
+func (c *Metered) Embed(ctx context.Context, texts []string) ([][]float32, llm.Usage, error) {
+	if err := c.meter.check(); err != nil {
+		return nil, llm.Usage{}, err
+	}
+	e, err := c.Client.Embeddings(ctx, texts)
+	switch {
+	case err != nil:
+		c.meter.failed(err)
+		return nil, llm.Usage{}, err
+	case len(texts) > 0:
+		c.meter.add(llm.Response{Usage: e.Fresh, Cached: e.Cached, Retries: e.Retries}, c.Cost(e.Fresh))
+	}
+	return e.Vectors, e.Usage, nil
+}

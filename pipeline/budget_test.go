@@ -91,21 +91,7 @@ func TestMeterPersist(t *testing.T) {
 // A metered client stops at the budget before calling the model, and
 // counts the calls it lets through.
 func TestMeteredStopsAtBudget(t *testing.T) {
-	h, err := sim.NewHandler(sim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c, err := llm.NewClient("agent", llm.RoleConfig{BaseURL: srv.URL + "/v1", Model: "sim", MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMeter(Budget{LLMCalls: 2}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc := m.Wrap(c)
+	m, mc := meteredSim(t, "agent", nil)
 	req := llm.Request{Purpose: llm.PurposeAgent, Messages: []llm.Message{{Role: "user", Content: "Answer all 1 questions below.\nQ1: What is the capital of Veloria?"}}}
 	for i := range 2 {
 		if _, err := mc.Complete(context.Background(), req); err != nil {
@@ -118,4 +104,66 @@ func TestMeteredStopsAtBudget(t *testing.T) {
 	if s := m.Snapshot(); s.Calls != 2 || s.Tokens == 0 {
 		t.Fatalf("spend %+v", s)
 	}
+}
+
+// Embedding calls count against the budget like every other role's: a
+// paid call counts its fresh tokens, one answered wholly from the cache is
+// a cache hit, and the budget stops the next call before it is sent.
+func TestMeteredEmbed(t *testing.T) {
+	cache, err := llm.OpenCache(filepath.Join(t.TempDir(), "llm.db"), llm.CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	m, mc := meteredSim(t, "embedder", cache)
+	ctx := context.Background()
+	steps := []struct {
+		texts         []string
+		calls, hits   int
+		tokensGrew    bool
+		budgetReached bool
+	}{
+		{texts: []string{"the capital of Veloria", "a river"}, calls: 1, tokensGrew: true},
+		{texts: []string{"the capital of Veloria", "a river"}, calls: 1, hits: 1},
+		{texts: nil, calls: 1, hits: 1},
+		{texts: []string{"a river", "a mountain"}, calls: 2, hits: 1, tokensGrew: true},
+		{texts: []string{"a lake"}, calls: 2, hits: 1, budgetReached: true},
+	}
+	tokens := 0
+	for i, st := range steps {
+		vecs, _, err := mc.Embed(ctx, st.texts)
+		if st.budgetReached {
+			if !errors.Is(err, ErrBudget) {
+				t.Fatalf("step %d: %v, want the budget error", i, err)
+			}
+		} else if err != nil || len(vecs) != len(st.texts) {
+			t.Fatalf("step %d: %d vectors, %v", i, len(vecs), err)
+		}
+		s := m.Snapshot()
+		if s.Calls != st.calls || s.CacheHits != st.hits || (s.Tokens > tokens) != st.tokensGrew {
+			t.Fatalf("step %d: spend %+v after %d tokens", i, s, tokens)
+		}
+		tokens = s.Tokens
+	}
+}
+
+// meteredSim is a client of role on the embedded model, metered with a
+// budget of two calls.
+func meteredSim(t *testing.T, role string, cache *llm.Cache) (*Meter, *Metered) {
+	t.Helper()
+	h, err := sim.NewHandler(sim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := llm.NewClient(role, llm.RoleConfig{BaseURL: srv.URL + "/v1", Model: "sim", MaxRetries: -1}, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMeter(Budget{LLMCalls: 2}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, m.Wrap(c)
 }

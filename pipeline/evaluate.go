@@ -143,7 +143,7 @@ func (rt *Runtime) candidate(ctx context.Context, sp eval.Spec, reg *guideline.R
 		}
 		comp = meter.Wrap(cl)
 	}
-	strategy, err := rt.Strategy(sp.Strategy, hist, obs, comp)
+	strategy, err := rt.Strategy(sp.Strategy, hist, obs, comp, meter.Wrap(rt.Embedder))
 	if err != nil {
 		return eval.Candidate{}, fmt.Errorf("candidate %s: %w", sp.Name, err)
 	}

@@ -213,7 +213,7 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if !opts.NoReuse && !job.Cache.Disabled {
 		p.store = &StageStore{dir: StageStoreDir(CachePath(job.Cache.Path))}
 	}
-	p.agent, p.compressor, p.optimizer = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer)
+	p.agent, p.compressor, p.optimizer, p.embedder = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer), p.meter.Wrap(rt.Embedder)
 	return p, nil
 }
 
@@ -227,10 +227,10 @@ type runner struct {
 	kind  guideline.Kind
 	store *StageStore // nil: no reuse across runs
 
-	agent, compressor, optimizer *Metered
-	train                        []env.Task
-	other                        *compress.Prompt // the kind not optimized, fixed
-	seedSrc, seedOrigin          string           // the starting guideline of the kind optimized
+	agent, compressor, optimizer, embedder *Metered
+	train                                  []env.Task
+	other                                  *compress.Prompt // the kind not optimized, fixed
+	seedSrc, seedOrigin                    string           // the starting guideline of the kind optimized
 	// tmpls holds every guideline compiled in this invocation by content
 	// id, of the source as given and as repaired, so a winner is parsed
 	// and validated once: when proposed, not again when scored, chosen or
@@ -523,7 +523,7 @@ func (p *runner) newAgent(s compress.Name, g *compress.Prompt) (*rollout.Agent, 
 	if p.kind != guideline.KindHistory {
 		hist, obs = p.other, g
 	}
-	strategy, err := p.rt.Strategy(s, hist, obs, p.compressor)
+	strategy, err := p.rt.Strategy(s, hist, obs, p.compressor, p.embedder)
 	if err != nil {
 		return nil, err
 	}

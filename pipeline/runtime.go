@@ -225,16 +225,13 @@ func (rt *Runtime) Runner(agent *rollout.Agent, label string) *rollout.Runner {
 
 // Strategy builds strategy name from the job's compression section. hist
 // and obs are the guidelines of the strategies that use them (a kind the
-// job does not enable stays off); compressor is the compressor model as the
-// caller meters it.
-func (rt *Runtime) Strategy(name compress.Name, hist, obs *compress.Prompt, compressor compress.Completer) (*compress.Strategy, error) {
+// job does not enable stays off); compressor and embedder are the models
+// as the caller meters them.
+func (rt *Runtime) Strategy(name compress.Name, hist, obs *compress.Prompt, compressor compress.Completer, embedder compress.Embedder) (*compress.Strategy, error) {
 	c := rt.Job.Compression
 	d := compress.Deps{
-		Compressor: compressor, Tokenizer: rt.Tokenizer,
+		Compressor: compressor, Embedder: embedder, Tokenizer: rt.Tokenizer,
 		HistoryThreshold: c.History.Threshold, ObservationThreshold: c.Observation.Threshold,
-	}
-	if rt.Embedder != nil {
-		d.Embedder = rt.Embedder
 	}
 	if rt.sim != nil {
 		d.LinguaURL = rt.sim.LinguaURL()

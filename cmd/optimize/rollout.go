@@ -55,7 +55,7 @@ func rolloutCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			s, err := rt.Strategy(strategy, hist, obs, meter.Wrap(rt.Compressor))
+			s, err := rt.Strategy(strategy, hist, obs, meter.Wrap(rt.Compressor), meter.Wrap(rt.Embedder))
 			if err != nil {
 				return inputOr(err)
 			}
