@@ -24,6 +24,19 @@ const (
 	LevelPlaceholder = "placeholder"
 )
 
+// level indexes levelNames; the builder works on these, not on strings.
+type level uint8
+
+const (
+	lvFull level = iota
+	lvDetailed
+	lvBrief
+	lvPlaceholder
+)
+
+// levelNames are the representations from finest to coarsest.
+var levelNames = [...]string{LevelFull, LevelDetailed, LevelBrief, LevelPlaceholder}
+
 // GlimpseTool is PACE's tool: the agent asks for hidden chunks in full.
 const GlimpseTool = "glimpse"
 
@@ -41,6 +54,8 @@ type pace struct {
 	// chunk is summarized once however many rollouts and steps show it.
 	mu   sync.Mutex
 	sums map[string]paceSummary
+	// headerTok is paceHeader's token count.
+	headerTok int
 }
 
 type paceSummary struct{ detailed, brief string }
@@ -57,13 +72,24 @@ type paceState struct {
 	// task and taskTok cache the task's token count.
 	task    string
 	taskTok int
+	// keys holds the unit key vectors of chunks[:keyed], dim floats each,
+	// in one block: scoring is a pass of dot products over contiguous
+	// memory (cosine of unit vectors).
+	keys       []float32
+	dim, keyed int
+	// Per-step buffers, reused so a step allocates nothing per chunk.
+	weights []float64
+	levels  []level
+	order   []uint64
+	scratch []uint64
 }
 
 type chunk struct {
 	step int
 	full string // R_full: the turn as FormatHistory renders it
 	ph   string // R_ph
-	key  []float32
+	// head opens the chunk's line in the assembled context: "\n[chunk N | ".
+	head string
 	// tokens of each representation, counted once.
 	fullTok, phTok int
 	sum            *paceSummary
@@ -82,30 +108,37 @@ func newPACE(p PACEParams, d Deps) (*pace, error) {
 	if d.Embedder == nil {
 		return nil, errors.New("strategy pace needs an embedder (roles.embedder) for the attention scorer")
 	}
-	return &pace{p: p, tok: d.Tokenizer, llm: d.Compressor, emb: d.Embedder, sums: map[string]paceSummary{}}, nil
+	return &pace{p: p, tok: d.Tokenizer, llm: d.Compressor, emb: d.Embedder, sums: map[string]paceSummary{}, headerTok: d.Tokenizer.Count(paceHeader)}, nil
 }
 
 // Weights returns the relative weights w̃_i = M·softmax(s/τ)_i of eq. 5 for
 // cosine scores s.
 func Weights(scores []float64, tau float64) []float64 {
-	m := len(scores)
-	out := make([]float64, m)
-	if m == 0 {
-		return out
-	}
-	hi := math.Inf(-1)
-	for _, s := range scores {
-		hi = max(hi, s)
-	}
-	var z float64
-	for i, s := range scores {
-		out[i] = math.Exp((s - hi) / tau) // shifted: same softmax, no overflow
-		z += out[i]
-	}
-	for i := range out {
-		out[i] = float64(m) * out[i] / z
-	}
+	out := append([]float64(nil), scores...)
+	relativeWeights(out, maxOf(out), tau)
 	return out
+}
+
+func maxOf(s []float64) float64 {
+	hi := math.Inf(-1)
+	for _, x := range s {
+		hi = max(hi, x)
+	}
+	return hi
+}
+
+// relativeWeights turns cosine scores s, whose maximum is hi, into M·w_i in
+// place (eq. 5, shifted by hi: the same softmax without overflow).
+func relativeWeights(s []float64, hi, tau float64) {
+	var z float64
+	for i, x := range s {
+		s[i] = math.Exp((x - hi) / tau)
+		z += s[i]
+	}
+	m := float64(len(s))
+	for i := range s {
+		s[i] = m * s[i] / z
+	}
 }
 
 // Pressure is P_t = max(t/T_max, |C_{t-1}|/B_max) of eq. 6, in [0, 1].
@@ -123,16 +156,27 @@ func Pressure(t, tMax, ctxTokens, bMax int) float64 {
 // Select is eq. 7: the representation of a chunk with relative weight w
 // under pressure p, with thresholds (α, β, γ)·(1 + λp).
 func (p PACEParams) Select(w, pressure float64) string {
+	return levelNames[p.thresholds(pressure).of(w)]
+}
+
+// thresholds are (α_t, β_t, γ_t) of eq. 7 at pressure p.
+type thresholds struct{ alpha, beta, gamma float64 }
+
+func (p PACEParams) thresholds(pressure float64) thresholds {
 	f := 1 + *p.Lambda*pressure
+	return thresholds{p.Alpha * f, p.Beta * f, p.Gamma * f}
+}
+
+func (t thresholds) of(w float64) level {
 	switch {
-	case w > p.Gamma*f:
-		return LevelFull
-	case w > p.Beta*f:
-		return LevelDetailed
-	case w > p.Alpha*f:
-		return LevelBrief
+	case w > t.gamma:
+		return lvFull
+	case w > t.beta:
+		return lvDetailed
+	case w > t.alpha:
+		return lvBrief
 	}
-	return LevelPlaceholder
+	return lvPlaceholder
 }
 
 func (c *pace) CompressHistory(ctx context.Context, in Input) (Output, error) {
@@ -152,15 +196,11 @@ func (c *pace) CompressHistory(ctx context.Context, in Input) (Output, error) {
 	old := st.chunks[:t-n]
 	recentFrom := st.ends[t-n-1]
 	ev := &Event{Kind: KindHistory, Step: in.Step, Strategy: PACE}
-	// Keys of chunks created since the last step, and the query, in one
-	// embedding request (eq. 4).
-	var texts []string
-	var missing []*chunk
-	for _, ch := range old {
-		if ch.key == nil {
-			missing = append(missing, ch)
-			texts = append(texts, c.truncate(ch.full))
-		}
+	// Keys of chunks that joined the older ones since the last step, and
+	// the query, in one embedding request (eq. 4).
+	texts := make([]string, 0, len(old)-st.keyed+1)
+	for _, ch := range old[st.keyed:] {
+		texts = append(texts, c.truncate(ch.full))
 	}
 	var q strings.Builder
 	q.WriteString(in.Task)
@@ -177,10 +217,19 @@ func (c *pace) CompressHistory(ctx context.Context, in Input) (Output, error) {
 		return Output{}, fmt.Errorf("pace: embedder returned %d vectors for %d texts", len(vecs), len(texts))
 	}
 	ev.EmbedCalls = 1
-	for i, ch := range missing {
-		ch.key = normalize(vecs[i])
+	for _, v := range vecs {
+		if st.dim == 0 {
+			st.dim = len(v)
+		}
+		if len(v) != st.dim || len(v) == 0 {
+			return Output{}, fmt.Errorf("pace: embedder returned a vector of %d dimensions, want %d (the first vector's, and more than 0)", len(v), st.dim)
+		}
 	}
-	query := normalize(vecs[len(vecs)-1])
+	for _, v := range vecs[:len(vecs)-1] {
+		st.keys = appendUnit(st.keys, v)
+	}
+	st.keyed = len(old)
+	query := appendUnit(nil, vecs[len(vecs)-1])
 
 	tMax := c.p.MaxSteps
 	if tMax == 0 {
@@ -194,8 +243,9 @@ func (c *pace) CompressHistory(ctx context.Context, in Input) (Output, error) {
 		bMax = DefaultPACEBudget
 	}
 	pressure := Pressure(t, tMax, in.ContextTokens, bMax)
-	levels, weights := c.selectLevels(old, query, pressure)
-	if err := c.summaries(ctx, old, levels, ev); err != nil {
+	c.selectLevels(st, len(old), query, pressure)
+	total, err := c.summaries(ctx, old, st.levels, ev)
+	if err != nil {
 		return Output{}, err
 	}
 	// The builder assembles C_t within the token budget (section 3.2): when
@@ -205,10 +255,10 @@ func (c *pace) CompressHistory(ctx context.Context, in Input) (Output, error) {
 		st.task, st.taskTok = in.Task, c.tok.Count(in.Task)
 	}
 	fixed := st.taskTok + c.tok.CountMessages(in.History[recentFrom:])
-	if err := c.fit(ctx, old, levels, weights, int(paceFill*float64(bMax))-fixed, ev); err != nil {
+	if err := c.fit(ctx, st, old, total, int(paceFill*float64(bMax))-fixed, ev); err != nil {
 		return Output{}, err
 	}
-	text, tokens := c.assemble(old, levels, ev)
+	text, tokens := c.assemble(old, st.levels, ev)
 	ev.TokensOut = tokens
 	ev.Pressure = pressure
 	ev.Output = ""
@@ -231,6 +281,10 @@ func (c *pace) grow(st *paceState, history []llm.Message) *paceState {
 	// (tool results that arrived after it was made).
 	if k := len(st.chunks); k > 0 && from < len(history) && history[from].Role != "assistant" {
 		st.chunks, st.ends = st.chunks[:k-1], st.ends[:k-1]
+		if st.keyed > k-1 {
+			st.keyed = k - 1
+			st.keys = st.keys[:st.keyed*st.dim]
+		}
 		from = 0
 		if k > 1 {
 			from = st.ends[k-2]
@@ -240,7 +294,10 @@ func (c *pace) grow(st *paceState, history []llm.Message) *paceState {
 		msgs := history[from+tr.Start : from+tr.End]
 		full := FormatHistory(msgs, tr.Step)
 		ph := placeholder(tr.Step, msgs)
-		st.chunks = append(st.chunks, &chunk{step: tr.Step, full: full, ph: ph, fullTok: c.tok.Count(full), phTok: c.tok.Count(ph)})
+		st.chunks = append(st.chunks, &chunk{
+			step: tr.Step, full: full, ph: ph, head: "\n[chunk " + strconv.Itoa(tr.Step) + " | ",
+			fullTok: c.tok.Count(full), phTok: c.tok.Count(ph),
+		})
 		st.ends = append(st.ends, from+tr.End)
 	}
 	return st
@@ -267,83 +324,101 @@ func (c *pace) truncate(s string) string {
 	return s
 }
 
-func normalize(v []float32) []float32 {
+// appendUnit appends v scaled to unit length (a zero vector stays zero), so
+// cosine similarity is a dot product.
+func appendUnit(dst, v []float32) []float32 {
 	var n float64
 	for _, x := range v {
 		n += float64(x) * float64(x)
 	}
-	out := make([]float32, len(v))
-	if n == 0 {
-		return out
+	inv := 0.0
+	if n > 0 {
+		inv = 1 / math.Sqrt(n)
 	}
-	inv := 1 / math.Sqrt(n)
-	for i, x := range v {
-		out[i] = float32(float64(x) * inv)
+	for _, x := range v {
+		dst = append(dst, float32(float64(x)*inv))
 	}
-	return out
+	return dst
 }
 
+func normalize(v []float32) []float32 { return appendUnit(make([]float32, 0, len(v)), v) }
+
+// dot is the dot product of a and b (the shorter's length), in four
+// independent sums so the CPU overlaps the additions; the slicing lets the
+// compiler drop the bounds checks.
 func dot(a, b []float32) float64 {
-	var s float32
-	for i := range min(len(a), len(b)) {
-		s += a[i] * b[i]
+	if len(b) < len(a) {
+		a = a[:len(b)]
 	}
-	return float64(s)
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	for len(a) >= 4 {
+		b = b[:len(a)]
+		s0 += a[0] * b[0]
+		s1 += a[1] * b[1]
+		s2 += a[2] * b[2]
+		s3 += a[3] * b[3]
+		a, b = a[4:], b[4:]
+	}
+	for i := range a {
+		s0 += a[i] * b[i]
+	}
+	return float64((s0 + s1) + (s2 + s3))
 }
 
 // paceFill is the share of B_max the builder fills, leaving room for the
 // agent's next turn and a glimpse.
 const paceFill = 0.85
 
-// levelOrder is the representations from finest to coarsest.
-var levelOrder = []string{LevelFull, LevelDetailed, LevelBrief, LevelPlaceholder}
-
 // summaries makes the detailed and brief summaries the chosen levels need,
-// once per chunk.
-func (c *pace) summaries(ctx context.Context, old []*chunk, levels []string, ev *Event) error {
+// once per chunk, and returns the tokens of the chunks at their levels.
+func (c *pace) summaries(ctx context.Context, old []*chunk, levels []level, ev *Event) (int, error) {
+	total := 0
 	for i, ch := range old {
-		if (levels[i] == LevelDetailed || levels[i] == LevelBrief) && ch.sum == nil {
+		if lv := levels[i]; (lv == lvDetailed || lv == lvBrief) && ch.sum == nil {
 			calls, err := c.summarize(ctx, ch, ev)
 			ev.Calls += calls
 			if err != nil {
-				return fmt.Errorf("pace: summarize step %d: %w", ch.step, err)
+				return 0, fmt.Errorf("pace: summarize step %d: %w", ch.step, err)
 			}
 		}
+		total += ch.tokensAt(levels[i]) + paceLineTokens
 	}
-	return nil
+	return total, nil
 }
 
-// tokensAt is the size of ch shown at level.
-func (ch *chunk) tokensAt(level string) int {
-	switch level {
-	case LevelFull:
+// tokensAt is the size of ch shown at lv.
+func (ch *chunk) tokensAt(lv level) int {
+	switch lv {
+	case lvFull:
 		return ch.fullTok
-	case LevelDetailed:
+	case lvDetailed:
 		return ch.detTok
-	case LevelBrief:
+	case lvBrief:
 		return ch.brTok
 	}
 	return ch.phTok
 }
 
 // fit lowers the least relevant chunks one level at a time until the chunk
-// text fits budget tokens or every chunk is a placeholder.
-func (c *pace) fit(ctx context.Context, old []*chunk, levels []string, weights []float64, budget int, ev *Event) error {
-	total := 0
-	for i, ch := range old {
-		total += ch.tokensAt(levels[i]) + paceLineTokens
-	}
+// text (total tokens) fits budget or every chunk is a placeholder.
+func (c *pace) fit(ctx context.Context, st *paceState, old []*chunk, total, budget int, ev *Event) error {
 	if total <= budget {
 		return nil
 	}
-	// Ascending weight, ties by position: the weight's float32 bits (order
-	// preserving for non-negative numbers) above the index, sorted as plain
-	// integers, which is several times faster than a comparison closure.
-	keys := make([]uint64, len(old))
-	for i, w := range weights {
-		keys[i] = uint64(math.Float32bits(float32(w)))<<32 | uint64(i)
+	levels := st.levels
+	// Ascending weight, ties by position, of the chunks that can go down
+	// (placeholders cannot): the weight's float32 bits (order preserving
+	// for non-negative numbers) above the index, in a stable radix sort on
+	// the weight bits, linear in the chunks.
+	keys := st.order[:0]
+	for i, w := range st.weights[:len(old)] {
+		if levels[i] != lvPlaceholder {
+			keys = append(keys, uint64(math.Float32bits(float32(w)))<<32|uint64(i))
+		}
 	}
-	slices.Sort(keys)
+	st.order = keys
+	st.scratch = sortHigh32(keys, st.scratch)
 	for changed := true; changed && total > budget; {
 		changed = false
 		for _, key := range keys {
@@ -351,12 +426,11 @@ func (c *pace) fit(ctx context.Context, old []*chunk, levels []string, weights [
 			if total <= budget {
 				break
 			}
-			k := slices.Index(levelOrder, levels[i])
-			if k == len(levelOrder)-1 {
+			if levels[i] == lvPlaceholder {
 				continue
 			}
-			next := levelOrder[k+1]
-			if next != LevelPlaceholder && old[i].sum == nil {
+			next := levels[i] + 1
+			if next != lvPlaceholder && old[i].sum == nil {
 				calls, err := c.summarize(ctx, old[i], ev)
 				ev.Calls += calls
 				if err != nil {
@@ -371,22 +445,52 @@ func (c *pace) fit(ctx context.Context, old []*chunk, levels []string, weights [
 	return nil
 }
 
+// sortHigh32 sorts keys by their upper 32 bits, keeping the order of equal
+// ones (an LSD radix sort, a byte per pass), using tmp as scratch space; it
+// returns tmp for reuse.
+func sortHigh32(keys, tmp []uint64) []uint64 {
+	tmp = slices.Grow(tmp[:0], len(keys))[:len(keys)]
+	src, dst := keys, tmp
+	for shift := 32; shift < 64; shift += 8 {
+		var count [257]int
+		for _, k := range src {
+			count[(k>>shift)&0xff+1]++
+		}
+		for b := 1; b < len(count); b++ {
+			count[b] += count[b-1]
+		}
+		for _, k := range src {
+			b := (k >> shift) & 0xff
+			dst[count[b]] = k
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	// Four passes: the sorted keys are back in keys.
+	return tmp
+}
+
 // paceLineTokens is about what a "[chunk N | level] " prefix costs.
 const paceLineTokens = 8
 
-// selectLevels scores the older chunks against the query (cosine of unit
-// vectors) and applies eqs. 5–7.
-func (c *pace) selectLevels(old []*chunk, query []float32, pressure float64) ([]string, []float64) {
-	scores := make([]float64, len(old))
-	for i, ch := range old {
-		scores[i] = dot(query, ch.key)
+// selectLevels scores the m older chunks against the unit query (a dot
+// product with each cached unit key) and applies eqs. 5–7, into st.weights
+// and st.levels.
+func (c *pace) selectLevels(st *paceState, m int, query []float32, pressure float64) {
+	w := slices.Grow(st.weights[:0], m)[:m]
+	lv := slices.Grow(st.levels[:0], m)[:m]
+	st.weights, st.levels = w, lv
+	d := st.dim
+	hi := math.Inf(-1)
+	for i := range w {
+		w[i] = dot(query, st.keys[i*d:(i+1)*d])
+		hi = max(hi, w[i])
 	}
-	w := Weights(scores, c.p.Tau)
-	levels := make([]string, len(old))
-	for i := range old {
-		levels[i] = c.p.Select(w[i], pressure)
+	relativeWeights(w, hi, c.p.Tau)
+	th := c.p.thresholds(pressure)
+	for i, x := range w {
+		lv[i] = th.of(x)
 	}
-	return levels, w
 }
 
 // summarize fills ch's detailed and brief summaries from the cache or one
@@ -460,43 +564,42 @@ const paceHeader = "Earlier steps, shown at a detail chosen by relevance. Call g
 
 // assemble renders the older chunks at their levels (eq. 8) and returns
 // the text and its token count (from the per-chunk counts).
-func (c *pace) assemble(old []*chunk, levels []string, ev *Event) (string, int) {
-	reps := make([]string, len(old))
+func (c *pace) assemble(old []*chunk, levels []level, ev *Event) (string, int) {
 	size := len(paceHeader)
-	tokens := c.tok.Count(paceHeader)
+	tokens := c.headerTok
 	ev.Levels = map[string][]int{}
 	for i, ch := range old {
 		lv := levels[i]
-		switch lv {
-		case LevelFull:
-			reps[i] = strings.TrimRight(ch.full, "\n")
-		case LevelDetailed:
-			reps[i] = ch.sum.detailed
-		case LevelBrief:
-			reps[i] = ch.sum.brief
-		default:
-			reps[i] = ch.ph
-		}
-		size += len(reps[i]) + 32
+		size += len(ch.head) + len(levelNames[lv]) + len("] ") + len(ch.rep(lv))
 		tokens += ch.tokensAt(lv) + paceLineTokens
 		ev.TokensIn += ch.fullTok
-		if lv != LevelPlaceholder {
-			ev.Levels[lv] = append(ev.Levels[lv], ch.step)
+		if lv != lvPlaceholder {
+			ev.Levels[levelNames[lv]] = append(ev.Levels[levelNames[lv]], ch.step)
 		}
 	}
 	var b strings.Builder
 	b.Grow(size)
 	b.WriteString(paceHeader)
-	var num [20]byte
 	for i, ch := range old {
-		b.WriteString("\n[chunk ")
-		b.Write(strconv.AppendInt(num[:0], int64(ch.step), 10))
-		b.WriteString(" | ")
-		b.WriteString(levels[i])
+		b.WriteString(ch.head)
+		b.WriteString(levelNames[levels[i]])
 		b.WriteString("] ")
-		b.WriteString(reps[i])
+		b.WriteString(ch.rep(levels[i]))
 	}
 	return b.String(), tokens
+}
+
+// rep is ch's text at lv.
+func (ch *chunk) rep(lv level) string {
+	switch lv {
+	case lvFull:
+		return strings.TrimRight(ch.full, "\n")
+	case lvDetailed:
+		return ch.sum.detailed
+	case lvBrief:
+		return ch.sum.brief
+	}
+	return ch.ph
 }
 
 // Tools is glimpse, when enabled.

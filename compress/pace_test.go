@@ -1,10 +1,12 @@
 package compress
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,17 +107,22 @@ func TestPACEWeightsAndPressure(t *testing.T) {
 }
 
 // bowEmbedder is a hashed bag of words, like the embedded model's.
-type bowEmbedder struct{ calls int }
+type bowEmbedder struct {
+	calls int
+	// dims is the vector size (0: 64).
+	dims int
+}
 
 func (e *bowEmbedder) Embed(_ context.Context, texts []string) ([][]float32, llm.Usage, error) {
 	e.calls++
 	out := make([][]float32, len(texts))
 	for i, s := range texts {
-		v := make([]float32, 64)
+		d := cmp.Or(e.dims, 64)
+		v := make([]float32, d)
 		for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9') }) {
 			h := fnv.New32a()
 			h.Write([]byte(w))
-			v[h.Sum32()%64]++
+			v[h.Sum32()%uint32(d)]++
 		}
 		out[i] = v
 	}
@@ -206,5 +213,15 @@ func TestPACEGlimpse(t *testing.T) {
 	s, err = New(PACE, Params{PACE: PACEParams{Glimpse: &off}}, Deps{Tokenizer: testTokenizer(t), Compressor: &summaryFake{}, Embedder: &bowEmbedder{}})
 	if err != nil || s.Tools != nil {
 		t.Fatalf("glimpse disabled: tools %v, err %v", s.Tools, err)
+	}
+}
+
+func TestSortHigh32IsStableByWeight(t *testing.T) {
+	keys := []uint64{3<<32 | 0, 1<<32 | 1, 3<<32 | 2, 0x7f000000<<32 | 3, 1<<32 | 4, 0<<32 | 5, 0x100<<32 | 6}
+	want := slices.Clone(keys)
+	slices.Sort(want) // the index in the low bits makes equal weights keep their order
+	sortHigh32(keys, nil)
+	if !slices.Equal(keys, want) {
+		t.Fatalf("sorted %x, want %x", keys, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/internal/cputime"
 	"github.com/ctxopt/ctxopt/llm"
 )
 
@@ -59,12 +60,18 @@ func BenchmarkStepOverhead(b *testing.B) {
 		for _, h := range []int{250, 1000, 4000} {
 			b.Run(fmt.Sprintf("%s/history=%d", name, h), func(b *testing.B) {
 				a := &Agent{Env: fakeEnv{obsWords: 40}, Model: stepModel{}, Tokenizer: tok, StepLimit: h, Strategy: s}
+				cpu0, _ := cputime.Process()
 				for b.Loop() {
 					if _, err := a.Run(context.Background(), testTask()); err != nil {
 						b.Fatal(err)
 					}
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/float64(b.N*h), "µs/step")
+				// CPU time, every thread's (the collector's too): on a busy
+				// machine wall time grows with the run's length, this does not.
+				if cpu1, ok := cputime.Process(); ok {
+					b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1000/float64(b.N*h), "cpu-µs/step")
+				}
 			})
 		}
 	}
