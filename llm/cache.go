@@ -464,16 +464,19 @@ func evictTx(tx *bolt.Tx, target, olderThan int64) (int, int64, error) {
 // chatKey is everything that determines a completion. The API key is not
 // part of it: the same request answers the same under any key.
 type chatKey struct {
-	Version     int       `json:"v"`
-	BaseURL     string    `json:"base_url"`
-	Model       string    `json:"model"`
-	Purpose     string    `json:"purpose"`
-	Messages    []Message `json:"messages"`
-	Tools       []Tool    `json:"tools"`
-	Temperature float64   `json:"temperature"`
-	Seed        *int      `json:"seed"`
-	MaxTokens   int       `json:"max_tokens"`
-	Sample      int       `json:"sample"`
+	Version  int       `json:"v"`
+	BaseURL  string    `json:"base_url"`
+	Model    string    `json:"model"`
+	Purpose  string    `json:"purpose"`
+	Messages []Message `json:"messages"`
+	Tools    []Tool    `json:"tools"`
+	// ToolChoice is left out when empty, so keys made before the option
+	// existed still match.
+	ToolChoice  string  `json:"tool_choice,omitempty"`
+	Temperature float64 `json:"temperature"`
+	Seed        *int    `json:"seed"`
+	MaxTokens   int     `json:"max_tokens"`
+	Sample      int     `json:"sample"`
 }
 
 type embedKey struct {

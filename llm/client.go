@@ -108,8 +108,8 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		var err error
 		key, err = hashKey(chatKey{
 			Version: cacheVersion, BaseURL: c.cacheEndpoint(), Model: c.cfg.Model, Purpose: purpose,
-			Messages: req.Messages, Tools: req.Tools, Temperature: c.cfg.Temperature, Seed: c.cfg.Seed,
-			MaxTokens: maxTokens, Sample: req.Sample,
+			Messages: req.Messages, Tools: req.Tools, ToolChoice: c.toolChoice(req), Temperature: c.cfg.Temperature,
+			Seed: c.cfg.Seed, MaxTokens: maxTokens, Sample: req.Sample,
 		})
 		if err != nil {
 			c.stats.failed(err, 0)
@@ -130,6 +130,9 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		MaxTokens:   maxTokens,
 		Temperature: float32(c.cfg.Temperature), // the doer writes the exact value
 		Seed:        c.cfg.Seed,
+	}
+	if tc := c.toolChoice(req); tc != "" {
+		oreq.ToolChoice = tc
 	}
 	var oresp openai.ChatCompletionResponse
 	retries, err := c.call(ctx, attempt{purpose: purpose, sample: req.Sample, fillContent: fill}, func(ctx context.Context) error {
@@ -166,6 +169,15 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	resp.Retries = retries
 	c.stats.answered(resp.Usage, c.Cost(resp.Usage), false, retries)
 	return resp, nil
+}
+
+// toolChoice is the tool_choice to send with req: the role's, only when
+// req offers tools (OpenAI rejects a tool_choice without tools).
+func (c *Client) toolChoice(req Request) string {
+	if len(req.Tools) == 0 {
+		return ""
+	}
+	return c.cfg.ToolChoice
 }
 
 // attemptsError is a failed call with the requests it sent.

@@ -518,6 +518,8 @@ func TestValidate(t *testing.T) {
 		{"negative concurrency", func(c *RoleConfig) { c.Concurrency = -2 }, "roles.agent.concurrency:"},
 		{"negative timeout", func(c *RoleConfig) { c.Timeout = -time.Second }, "roles.agent.timeout:"},
 		{"encoding", func(c *RoleConfig) { c.Encoding = "gpt2" }, "roles.agent.encoding:"},
+		{"tool choice", func(c *RoleConfig) { c.ToolChoice = "any" }, `roles.agent.tool_choice: "any" is unknown; use auto, required or none`},
+		{"tool choice required", func(c *RoleConfig) { c.ToolChoice = ToolChoiceRequired }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -555,6 +557,7 @@ concurrency: 16
 timeout: 30s
 max_retries: 3
 encoding: cl100k_base
+tool_choice: required
 `
 	var c RoleConfig
 	dec := yaml.NewDecoder(strings.NewReader(src))
@@ -563,7 +566,7 @@ encoding: cl100k_base
 		t.Fatal(err)
 	}
 	want := RoleConfig{BaseURL: "http://127.0.0.1:8080/v1", Model: "m", KeyEnv: "OPENAI_API_KEY", Seed: intp(42),
-		MaxTokens: 512, PriceIn: 0.15, PriceOut: 0.6, Concurrency: 16, Timeout: 30 * time.Second, MaxRetries: 3, Encoding: "cl100k_base"}
+		MaxTokens: 512, PriceIn: 0.15, PriceOut: 0.6, Concurrency: 16, Timeout: 30 * time.Second, MaxRetries: 3, Encoding: "cl100k_base", ToolChoice: "required"}
 	if c.Seed == nil || *c.Seed != 42 {
 		t.Fatalf("seed %v", c.Seed)
 	}

@@ -49,7 +49,20 @@ type RoleConfig struct {
 	CacheEndpoint string `yaml:"-" json:"-"`
 	// Encoding is the tiktoken encoding used to count tokens locally.
 	Encoding string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
+	// ToolChoice is sent as tool_choice with requests that offer tools:
+	// auto, required or none; empty sends none and the server decides
+	// (auto). llama.cpp constrains the output to a tool call under
+	// required, and may answer 500 under auto when a small model's output
+	// does not fit its tool-call parser.
+	ToolChoice string `yaml:"tool_choice,omitempty" json:"tool_choice,omitempty"`
 }
+
+// Tool choices a RoleConfig accepts.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceRequired = "required"
+	ToolChoiceNone     = "none"
+)
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c RoleConfig) WithDefaults() RoleConfig {
@@ -145,6 +158,11 @@ func (c RoleConfig) Problems(field string) []Problem {
 	}
 	if c.Timeout < 0 {
 		bad("timeout", "must not be negative (0 means %s)", DefaultTimeout)
+	}
+	switch c.ToolChoice {
+	case "", ToolChoiceAuto, ToolChoiceRequired, ToolChoiceNone:
+	default:
+		bad("tool_choice", "%q is unknown; use auto, required or none (leave it out to let the server decide)", c.ToolChoice)
 	}
 	if c.Encoding != "" && !encodings[c.Encoding] {
 		bad("encoding", "%q is unknown; use o200k_base, cl100k_base, p50k_base or r50k_base", c.Encoding)

@@ -1,8 +1,12 @@
 package llm
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -74,4 +78,92 @@ func TestReportMalformedCutsRaw(t *testing.T) {
 		t.Errorf("recorded role %q purpose %q raw %d bytes, stats %+v", got.Role, got.Purpose, len(got.Raw), c.Stats())
 	}
 	Report(struct{}{}, MalformedReply{Kind: MalformedEmptySummary}) // a completer that does not count is fine
+}
+
+// llamaCppTools answers like llama.cpp serving Gemma 3 270M with tools:
+// under tool_choice required the output is constrained to a tool call;
+// under auto (or none sent) the model writes prose the tool-call parser
+// rejects, and the server answers 500 (the reply recorded by make real);
+// under none it answers text.
+func llamaCppTools(f *fake) fault {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		var choice string
+		_ = json.Unmarshal(f.body(int(f.calls.Load() - 1))["tool_choice"], &choice)
+		w.Header().Set("Content-Type", "application/json")
+		switch choice {
+		case "", ToolChoiceAuto:
+			w.WriteHeader(500)
+			_, _ = w.Write([]byte(`{"error":{"code":500,"message":"The model produced output that does not match the expected peg-native format","type":"server_error"}}`))
+		case ToolChoiceRequired:
+			_, _ = w.Write([]byte(`{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"","tool_calls":[{"type":"function","id":"t1","function":{"name":"search","arguments":"{\"query\": \"Asto\"}"}}]}}],"usage":{"prompt_tokens":120,"completion_tokens":12}}`))
+		default:
+			_, _ = w.Write([]byte(`{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Asto is a duchy."}}],"usage":{"prompt_tokens":120,"completion_tokens":6}}`))
+		}
+	}
+}
+
+// The agent's tool_choice decides whether llama.cpp can answer at all:
+// left to the server (auto) every call was a 500, counted and recorded as
+// malformed; required gets a tool call. tool_choice is sent only with
+// tools, and is part of the cache key.
+func TestToolChoice(t *testing.T) {
+	search := []Tool{{Name: "search", Description: "search the documents", Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`)}}
+	tests := []struct {
+		choice    string
+		tools     []Tool
+		sent      string // the tool_choice field as sent, "" when absent
+		malformed bool
+		toolCall  bool
+	}{
+		{"", search, "", true, false},
+		{ToolChoiceAuto, search, `"auto"`, true, false},
+		{ToolChoiceRequired, search, `"required"`, false, true},
+		{ToolChoiceNone, search, `"none"`, false, false},
+		{ToolChoiceRequired, nil, "", true, false}, // no tools: nothing to require
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s tools %d", cmp.Or(tt.choice, "unset"), len(tt.tools)), func(t *testing.T) {
+			f := newFake(t, nil)
+			f.always = llamaCppTools(f)
+			c := testClient(t, "agent", RoleConfig{BaseURL: f.url(), Model: "m", ToolChoice: tt.choice}, nil)
+			var got []MalformedReply
+			c.SetMalformedSink(func(m MalformedReply) { got = append(got, m) })
+			resp, err := c.Complete(t.Context(), Request{Purpose: PurposeAgent, Messages: userMsg("Q1: What is the highest peak of Asto?"), Tools: tt.tools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := string(f.body(0)["tool_choice"]); s != tt.sent {
+				t.Errorf("tool_choice sent %q, want %q", s, tt.sent)
+			}
+			if (resp.FinishReason == FinishMalformed) != tt.malformed || (c.Stats().Malformed == 1) != tt.malformed || (len(got) == 1) != tt.malformed {
+				t.Errorf("malformed: finish %q, stats %+v, recorded %+v; want malformed %v", resp.FinishReason, c.Stats(), got, tt.malformed)
+			}
+			if tt.malformed && (got[0].Kind != MalformedUnparsed || !strings.Contains(got[0].Raw, "peg-native")) {
+				t.Errorf("recorded %+v, want the server's reply", got[0])
+			}
+			if tt.toolCall != (len(resp.Message.ToolCalls) == 1 && resp.Message.ToolCalls[0].Name == "search") {
+				t.Errorf("tool calls %+v, want one: %v", resp.Message.ToolCalls, tt.toolCall)
+			}
+		})
+	}
+
+	t.Run("cache key", func(t *testing.T) {
+		f := newFake(t, nil)
+		f.always = llamaCppTools(f)
+		cache, err := OpenCache(filepath.Join(t.TempDir(), "cache.db"), CacheOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cache.Close() })
+		req := Request{Purpose: PurposeAgent, Messages: userMsg("Q1"), Tools: search}
+		for _, choice := range []string{ToolChoiceNone, ToolChoiceRequired, ToolChoiceRequired} {
+			c := testClient(t, "agent", RoleConfig{BaseURL: f.url(), Model: "m", ToolChoice: choice}, cache)
+			if _, err := c.Complete(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := f.calls.Load(); n != 2 {
+			t.Errorf("server saw %d calls, want 2: a reply under none must not answer required", n)
+		}
+	})
 }

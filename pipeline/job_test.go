@@ -31,6 +31,7 @@ func TestParseJob(t *testing.T) {
 		{name: "endpoint without key", yaml: "roles:\n  agent:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n  compressor:\n    base_url: embedded\n  optimizer:\n    base_url: embedded\n", wantErr: []string{"field roles.agent.key_env: missing", "no_key: true"}},
 		{name: "key variable unset", yaml: "roles:\n  agent:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    key_env: CTXOPT_TEST_UNSET_KEY\n", wantErr: []string{"line 5: field roles.agent.key_env: variable CTXOPT_TEST_UNSET_KEY is not set"}},
 		{name: "no_key with key_env", yaml: "roles:\n  agent:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    key_env: K\n    no_key: true\n", wantErr: []string{"field roles.agent.no_key"}},
+		{name: "unknown tool_choice", yaml: "roles:\n  agent:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    no_key: true\n    tool_choice: always\n  compressor:\n    base_url: embedded\n  optimizer:\n    base_url: embedded\n", wantErr: []string{"job.yaml: line 6: field roles.agent.tool_choice: \"always\" is unknown; use auto, required or none"}},
 		{name: "empty file", yaml: "", wantErr: []string{"job.yaml: the job file is empty"}},
 		{name: "comments only", yaml: "# nothing\n", wantErr: []string{"holds only comments"}},
 		{name: "cache path is a directory", yaml: "cache:\n  path: .\n", wantErr: []string{"line 2: field cache.path", "is a directory"}},

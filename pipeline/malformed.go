@@ -35,11 +35,16 @@ func (l *malformedLog) write(m llm.MalformedReply) {
 }
 
 // RecordMalformed makes every client append the malformed replies it sees
-// to path. Close stops it.
+// to path, instead of where an earlier call pointed them. Close stops it.
 func (rt *Runtime) RecordMalformed(path string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("malformed replies log: %w", err)
+	}
+	if rt.malformed != nil {
+		if err := rt.malformed.f.Close(); err != nil {
+			slog.Warn("malformed replies log", "err", err)
+		}
 	}
 	rt.malformed = &malformedLog{f: f}
 	for _, c := range rt.clients() {

@@ -178,6 +178,10 @@ type Runner struct {
 	Progress *progress.Progress
 	// EmbeddedModel is copied into the summary.
 	EmbeddedModel bool
+	// Staged, when set, is called with the staging directory before any
+	// task runs, so files written during the rollout (optimize rollout's
+	// malformed replies) are published with it.
+	Staged func(staging string) error
 }
 
 // Result is a finished rollout: its summary and the outcome of every task,
@@ -222,6 +226,11 @@ func (r *Runner) RunDir(ctx context.Context, tasks []env.Task, dir string) (*Res
 	}
 	if err := checkFingerprint(staging, fp); err != nil {
 		return nil, err
+	}
+	if r.Staged != nil {
+		if err := r.Staged(staging); err != nil {
+			return nil, err
+		}
 	}
 	path := filepath.Join(staging, TrajectoriesFile)
 	done, err := recoverPartial(path)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -61,7 +62,11 @@ func rolloutCommand() *cli.Command {
 			}
 			agent := rt.NewAgent(s)
 			agent.Model = meter.Wrap(rt.Agent)
-			res, err := rt.RolloutWithPatience(c.Context, rt.Runner(agent, "rollout "+string(strategy)), tasks, c.String("out"))
+			runner := rt.Runner(agent, "rollout "+string(strategy))
+			runner.Staged = func(staging string) error {
+				return rt.RecordMalformed(filepath.Join(staging, pipeline.MalformedFile))
+			}
+			res, err := rt.RolloutWithPatience(c.Context, runner, tasks, c.String("out"))
 			if errors.Is(err, pipeline.ErrBudget) {
 				return fmt.Errorf("%w; finished tasks are kept in %s.partial: raise the budget and run the same command again to resume", err, c.String("out"))
 			}

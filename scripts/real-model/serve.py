@@ -21,13 +21,19 @@ from pathlib import Path
 import xllamacpp
 
 
-def params(model: str, port: int, threads: int, ctx: int, embed: bool) -> "xllamacpp.CommonParams":
+def params(model: str, port: int, threads: int, ctx: int, parallel: int, embed: bool) -> "xllamacpp.CommonParams":
     p = xllamacpp.CommonParams()
     p.model.path = model
     p.hostnames = ["127.0.0.1"]
     p.port = port
     p.n_ctx = ctx
-    p.n_parallel = 1
+    p.n_parallel = 1 if embed else parallel
+    # One KV buffer of n_ctx shared by the slots: any one request may use it
+    # all. Requests in flight together are decoded in one batch, which on a
+    # CPU costs little more than one (each token reads every weight once).
+    # A slot keeps its prompt, and llama.cpp routes a request to the slot
+    # whose prompt it extends, so an agent's next turn reuses its prefix.
+    p.kv_unified = True
     p.cpuparams.n_threads = threads
     p.cpuparams_batch.n_threads = threads
     p.warmup = False
@@ -50,10 +56,11 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=18080)
     ap.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     ap.add_argument("--ctx", type=int, default=8192)
+    ap.add_argument("--parallel", type=int, default=2, help="chat requests decoded together (the jobs send at most 2)")
     a = ap.parse_args()
 
-    chat = xllamacpp.Server(params(a.model, a.port, a.threads, a.ctx, False))
-    embed = xllamacpp.Server(params(a.model, a.port + 1, a.threads, a.ctx, True))
+    chat = xllamacpp.Server(params(a.model, a.port, a.threads, a.ctx, a.parallel, False))
+    embed = xllamacpp.Server(params(a.model, a.port + 1, a.threads, a.ctx, 1, True))
     print(json.dumps({
         "chat": chat.listening_address + "/v1",
         "embeddings": embed.listening_address + "/v1",

