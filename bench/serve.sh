@@ -7,6 +7,7 @@
 #
 #   bench/serve.sh
 #   HOLD=20s CONNS=500 bench/serve.sh      # a shorter memory run
+#   PHASES=throughput ROUNDS=9 bench/serve.sh   # only the nginx comparison
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,4 +22,5 @@ fi
 
 go build -o bin/optimize ./cmd/optimize
 go run ./bench/serve --optimize bin/optimize --nginx "$nginx" \
+	--phases "${PHASES:-latency,throughput,memory}" --rounds "${ROUNDS:-5}" \
 	--rate "${RATE:-1000}" --conns "${CONNS:-2000}" --hold-for "${HOLD:-60s}"

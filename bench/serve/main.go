@@ -3,13 +3,24 @@
 // its own process:
 //
 //  1. added latency: the same small chat request (nothing to compress) at a
-//     fixed rate straight to the upstream, then through serve; p50 and p99
-//     of each and the difference (goal: p99 added <= 2 ms at 1,000 req/s);
-//  2. throughput: closed-loop clients through serve and through nginx
-//     proxy_pass to the same upstream (goal: serve >= 0.8x nginx);
+//     fixed rate straight to the upstream, through serve and through nginx,
+//     in turns of 1 s; p50 and p99 of each and the difference (goal: p99
+//     added <= 2 ms at 1,000 req/s);
+//  2. throughput: closed-loop clients straight to the upstream, through
+//     serve and through nginx proxy_pass, in paired rounds (every path once
+//     per round, the order rotating), so each ratio compares runs seconds
+//     apart; the median of the per-round ratios serve/nginx (goal >= 0.8),
+//     and the CPU time per request of each proxy and of the upstream, which
+//     the machine's other load disturbs less than req/s;
 //  3. memory: many keep-alive connections held open, each sending a request
-//     every few seconds, while serve's RSS is sampled (goal: flat after the
-//     warm-up).
+//     every 2 s, while serve's RSS, Go heap and stacks are sampled each
+//     second; a verdict from the samples after the warm-up (goal: flat).
+//
+// Like for like: nginx runs as many workers as serve has GOMAXPROCS (both
+// the machine's CPUs unless --procs says otherwise), both keep connections
+// to the upstream alive and neither closes a keep-alive connection after a
+// number of requests (nginx's default of 1,000 is lifted, as Go has none);
+// every path gets the same client code, concurrency and request.
 //
 // Every figure is printed; nothing is asserted.
 package main
@@ -27,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,18 +53,42 @@ import (
 
 var body = []byte(`{"model":"ctxopt-sim","messages":[{"role":"system","content":"You answer questions by searching."},{"role":"user","content":"Q1: What is the river of Ostrel?"}],"tools":[{"type":"function","function":{"name":"search","description":"search","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}]}`)
 
+type options struct {
+	optimize, nginx string
+	procs           int
+	phases          map[string]bool
+	rate            int
+	latencyFor      time.Duration
+	clients, rounds int
+	throughputFor   time.Duration
+	conns           int
+	holdFor, warmup time.Duration
+}
+
 func main() {
-	optimize := flag.String("optimize", "bin/optimize", "the optimize binary")
-	nginx := flag.String("nginx", "", "the nginx binary (empty: skip the comparison)")
-	rate := flag.Int("rate", 1000, "requests per second of the latency runs")
-	latencyFor := flag.Duration("latency-for", 10*time.Second, "length of each latency run")
-	clients := flag.Int("clients", 64, "closed-loop clients of the throughput runs")
-	throughputFor := flag.Duration("throughput-for", 10*time.Second, "length of each throughput run")
-	conns := flag.Int("conns", 2000, "connections held in the memory run")
-	holdFor := flag.Duration("hold-for", 60*time.Second, "length of the memory run")
-	warmup := flag.Duration("warmup", 10*time.Second, "part of the memory run before the baseline RSS")
+	var o options
+	flag.StringVar(&o.optimize, "optimize", "bin/optimize", "the optimize binary")
+	flag.StringVar(&o.nginx, "nginx", "", "the nginx binary (empty: skip the comparison)")
+	flag.IntVar(&o.procs, "procs", runtime.NumCPU(), "serve's GOMAXPROCS and nginx's worker_processes")
+	phases := flag.String("phases", "latency,throughput,memory", "which measurements to run, comma-separated")
+	flag.IntVar(&o.rate, "rate", 1000, "requests per second of the latency runs")
+	flag.DurationVar(&o.latencyFor, "latency-for", 10*time.Second, "length of each path's latency run")
+	flag.IntVar(&o.clients, "clients", 64, "closed-loop clients of the throughput runs")
+	flag.IntVar(&o.rounds, "rounds", 5, "paired rounds of the throughput runs")
+	flag.DurationVar(&o.throughputFor, "throughput-for", 10*time.Second, "each path's total time in the throughput rounds")
+	flag.IntVar(&o.conns, "conns", 2000, "connections held in the memory run")
+	flag.DurationVar(&o.holdFor, "hold-for", 60*time.Second, "length of the memory run")
+	flag.DurationVar(&o.warmup, "warmup", 10*time.Second, "part of the memory run before the samples judged")
 	flag.Parse()
-	if err := run(*optimize, *nginx, *rate, *latencyFor, *clients, *throughputFor, *conns, *holdFor, *warmup); err != nil {
+	o.phases = map[string]bool{}
+	for p := range strings.SplitSeq(*phases, ",") {
+		if p = strings.TrimSpace(p); p != "latency" && p != "throughput" && p != "memory" {
+			fmt.Fprintf(os.Stderr, "serve-bench: --phases: unknown phase %q; want latency, throughput or memory\n", p)
+			os.Exit(2)
+		}
+		o.phases[p] = true
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "serve-bench:", err)
 		os.Exit(1)
 	}
@@ -73,9 +109,10 @@ type proc struct {
 	name string
 }
 
-func spawn(name string, args ...string) (*proc, error) {
+func spawn(name string, env []string, args ...string) (*proc, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stderr = os.Stderr
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -106,7 +143,13 @@ func waitHTTP(url string) error {
 	return fmt.Errorf("%s did not come up", url)
 }
 
-func run(optimize, nginx string, rate int, latencyFor time.Duration, clients int, throughputFor time.Duration, conns int, holdFor, warmup time.Duration) error {
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func run(o options) error {
 	work, err := os.MkdirTemp("", "serve-bench")
 	if err != nil {
 		return err
@@ -116,7 +159,7 @@ func run(optimize, nginx string, rate int, latencyFor time.Duration, clients int
 	if err != nil {
 		return err
 	}
-	sim, err := spawn("sim", optimize, "--log-level", "warn", "sim", "--listen", simAddr)
+	sim, err := spawn("sim", nil, o.optimize, "--log-level", "warn", "sim", "--listen", simAddr)
 	if err != nil {
 		return err
 	}
@@ -151,7 +194,7 @@ func run(optimize, nginx string, rate int, latencyFor time.Duration, clients int
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	srv, err := spawn("serve", optimize, "--log-level", "warn", "serve", "--config", cfg)
+	srv, err := spawn("serve", []string{"GOMAXPROCS=" + strconv.Itoa(o.procs)}, o.optimize, "--log-level", "warn", "serve", "--config", cfg)
 	if err != nil {
 		return err
 	}
@@ -161,82 +204,69 @@ func run(optimize, nginx string, rate int, latencyFor time.Duration, clients int
 		return err
 	}
 	var ngx string
-	if nginx != "" {
-		if ngx, err = startNginx(nginx, work, simAddr); err != nil {
+	var ngxPids []int
+	if o.nginx != "" {
+		if ngx, ngxPids, err = startNginx(o.nginx, work, simAddr, o.procs); err != nil {
 			return err
 		}
 		defer func() {
-			_ = exec.Command(nginx, "-p", work, "-c", filepath.Join(work, "nginx.conf"), "-s", "quit").Run()
+			_ = exec.Command(o.nginx, "-p", work, "-c", filepath.Join(work, "nginx.conf"), "-s", "quit").Run()
 		}()
 	}
 
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("serve-bench: upstream is the embedded model (%s); all on 127.0.0.1, %d CPUs shared by every process; load average %s\n",
-		direct, runtimeCPUs(), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
+	fmt.Printf("serve-bench: upstream is the embedded model (%s); all on 127.0.0.1, %d CPUs shared by every process; serve GOMAXPROCS %d, nginx worker_processes %d; load average %s\n",
+		direct, runtime.NumCPU(), o.procs, o.procs, loadavg())
 
-	// 1. Added latency at a fixed rate.
-	urls := []string{direct, proxied}
-	if ngx != "" {
-		urls = append(urls, ngx)
+	if o.phases["latency"] {
+		if err := latencyPhase(o, direct, proxied, ngx); err != nil {
+			return err
+		}
 	}
-	if _, err := latency(urls, rate, time.Second); err != nil { // warm-up
-		return err
+	if o.phases["throughput"] {
+		paths := []path{
+			{name: "direct", url: direct, pids: []int{sim.cmd.Process.Pid}},
+			{name: "serve", url: proxied, pids: []int{srv.cmd.Process.Pid}},
+		}
+		if ngx != "" {
+			paths = append(paths, path{name: "nginx", url: ngx, pids: ngxPids})
+		} else {
+			fmt.Println("throughput: nginx not given; no comparison")
+		}
+		throughputPhase(o, paths, sim.cmd.Process.Pid)
 	}
-	p, err := latency(urls, rate, latencyFor)
-	if err != nil {
-		return err
+	if o.phases["memory"] {
+		if err := hold(proxied, srv.cmd.Process.Pid, o.conns, o.holdFor, o.warmup); err != nil {
+			return err
+		}
 	}
-	d, s := p[0], p[1]
-	fmt.Printf("latency at %d req/s, each path in turn in 1 s rounds, %s each: direct p50 %s p99 %s; through serve p50 %s p99 %s\n",
-		rate, latencyFor, ms(d.p50), ms(d.p99), ms(s.p50), ms(s.p99))
-	fmt.Printf("added latency of serve: p50 %s, p99 %s (goal p99 <= 2.000 ms)\n", ms(s.p50-d.p50), ms(s.p99-d.p99))
-	if ngx != "" {
-		fmt.Printf("added latency of nginx proxy_pass, same run: p50 %s, p99 %s\n", ms(p[2].p50-d.p50), ms(p[2].p99-d.p99))
-	}
-
-	// 2. Throughput against nginx.
-	tDirect := throughput(direct, clients, throughputFor)
-	tServe := throughput(proxied, clients, throughputFor)
-	fmt.Printf("throughput with %d clients for %s: direct %.0f req/s, serve %.0f req/s\n", clients, throughputFor, tDirect, tServe)
-	if ngx != "" {
-		tNginx := throughput(ngx, clients, throughputFor)
-		fmt.Printf("throughput: nginx proxy_pass %.0f req/s; serve/nginx = %.2f (goal >= 0.80)\n", tNginx, tServe/tNginx)
-	} else {
-		fmt.Println("throughput: nginx not given; no comparison")
-	}
-
-	// 3. Memory with many connections held open.
-	return hold(proxied, srv.cmd.Process.Pid, conns, holdFor, warmup)
-}
-
-func runtimeCPUs() int {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return 0
-	}
-	return bytes.Count(b, []byte("\nprocessor")) + 1
+	fmt.Printf("serve-bench: load average at the end %s\n", loadavg())
+	return nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
 
-func startNginx(bin, work, upstream string) (string, error) {
+// startNginx starts nginx as a proxy_pass to upstream with procs workers,
+// keep-alive to the upstream, and no limit on the requests of a keep-alive
+// connection; it returns its URL and the workers' pids.
+func startNginx(bin, work, upstream string, procs int) (string, []int, error) {
 	addr, err := freeAddr()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	conf := fmt.Sprintf(`worker_processes auto;
+	conf := fmt.Sprintf(`worker_processes %[4]d;
 daemon on;
 pid %[1]s/nginx.pid;
 error_log %[1]s/nginx-error.log warn;
 events { worker_connections 8192; }
 http {
   access_log off;
+  keepalive_requests 1000000000;
   client_body_temp_path %[1]s/body;
   proxy_temp_path %[1]s/proxy;
   fastcgi_temp_path %[1]s/fastcgi;
   uwsgi_temp_path %[1]s/uwsgi;
   scgi_temp_path %[1]s/scgi;
-  upstream sim { server %[2]s; keepalive 256; }
+  upstream sim { server %[2]s; keepalive 256; keepalive_requests 1000000000; }
   server {
     listen %[3]s;
     location / {
@@ -247,16 +277,76 @@ http {
     }
   }
 }
-`, work, upstream, addr)
+`, work, upstream, addr, procs)
 	path := filepath.Join(work, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if out, err := exec.Command(bin, "-p", work, "-c", path).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("start nginx: %v: %s", err, out)
+		return "", nil, fmt.Errorf("start nginx: %v: %s", err, out)
 	}
 	url := "http://" + addr
-	return url, waitHTTP(url + "/healthz")
+	if err := waitHTTP(url + "/healthz"); err != nil {
+		return "", nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(work, "nginx.pid"))
+	if err != nil {
+		return "", nil, err
+	}
+	master, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return "", nil, fmt.Errorf("nginx.pid: %w", err)
+	}
+	workers := children(master)
+	if len(workers) == 0 {
+		return "", nil, errors.New("nginx has no worker processes")
+	}
+	return url, workers, nil
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := statFields(child); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// statFields are the fields of /proc/pid/stat after the command name
+// (state first, so field k of proc(5) is index k-3).
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// cpuTime is the user and system time the processes used so far.
+func cpuTime(pids []int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		f := statFields(pid)
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + s
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
 func client(conns int) *http.Client {
@@ -283,6 +373,28 @@ type percentiles struct{ p50, p99 time.Duration }
 func pct(lat []time.Duration) percentiles {
 	slices.Sort(lat)
 	return percentiles{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+}
+
+func latencyPhase(o options, direct, proxied, ngx string) error {
+	urls := []string{direct, proxied}
+	if ngx != "" {
+		urls = append(urls, ngx)
+	}
+	if _, err := latency(urls, o.rate, time.Second); err != nil { // warm-up
+		return err
+	}
+	p, err := latency(urls, o.rate, max(o.latencyFor, time.Second))
+	if err != nil {
+		return err
+	}
+	d, s := p[0], p[1]
+	fmt.Printf("latency at %d req/s, each path in turn in 1 s rounds, %s each: direct p50 %s p99 %s; through serve p50 %s p99 %s\n",
+		o.rate, o.latencyFor, ms(d.p50), ms(d.p99), ms(s.p50), ms(s.p99))
+	fmt.Printf("added latency of serve: p50 %s, p99 %s (goal p99 <= 2.000 ms)\n", ms(s.p50-d.p50), ms(s.p99-d.p99))
+	if ngx != "" {
+		fmt.Printf("added latency of nginx proxy_pass, same run: p50 %s, p99 %s\n", ms(p[2].p50-d.p50), ms(p[2].p99-d.p99))
+	}
+	return nil
 }
 
 // latency sends requests at rate (open loop: on schedule whatever the
@@ -328,9 +440,103 @@ func latency(urls []string, rate int, d time.Duration) ([]percentiles, error) {
 	return out, nil
 }
 
-// throughput runs clients closed-loop clients for d and returns req/s.
-func throughput(url string, clients int, d time.Duration) float64 {
-	c := client(clients)
+// path is one way to the upstream: its URL and the processes that serve
+// it (the proxy's, or the upstream's for the direct path).
+type path struct {
+	name string
+	url  string
+	pids []int
+}
+
+// sample is one path's run in one round.
+type sample struct {
+	rps float64
+	// proxyCPU and upstreamCPU are CPU time per request of the path's
+	// processes and of the upstream.
+	proxyCPU, upstreamCPU time.Duration
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func us(d float64) string { return fmt.Sprintf("%.1f µs", d/float64(time.Microsecond)) }
+
+// throughputPhase runs the paths in paired rounds and prints each round
+// and the medians.
+func throughputPhase(o options, paths []path, upstreamPid int) {
+	rounds := max(1, o.rounds)
+	per := max(o.throughputFor/time.Duration(rounds), 500*time.Millisecond)
+	clients := make([]*http.Client, len(paths))
+	for k, p := range paths {
+		clients[k] = client(o.clients)
+		throughput(clients[k], p.url, o.clients, time.Second) // warm-up: connections open
+	}
+	got := make([][]sample, len(paths))
+	var ratios []float64
+	for r := range rounds {
+		// Rotate the order, and reverse it every other round, so no path
+		// always runs first or after the same one.
+		order := make([]int, len(paths))
+		for i := range order {
+			order[i] = (i + r) % len(paths)
+		}
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		line := fmt.Sprintf("throughput round %d:", r+1)
+		for _, k := range order {
+			p := paths[k]
+			c0, u0 := cpuTime(p.pids), cpuTime([]int{upstreamPid})
+			rps, n := throughput(clients[k], p.url, o.clients, per)
+			c1, u1 := cpuTime(p.pids), cpuTime([]int{upstreamPid})
+			s := sample{rps: rps}
+			if n > 0 {
+				s.proxyCPU, s.upstreamCPU = (c1-c0)/time.Duration(n), (u1-u0)/time.Duration(n)
+			}
+			got[k] = append(got[k], s)
+			line += fmt.Sprintf(" %s %.0f req/s;", p.name, rps)
+		}
+		if len(paths) == 3 {
+			ratio := got[1][r].rps / got[2][r].rps
+			ratios = append(ratios, ratio)
+			line += fmt.Sprintf(" serve/nginx %.2f", ratio)
+		}
+		fmt.Println(strings.TrimSuffix(line, ";"))
+	}
+	line := fmt.Sprintf("throughput with %d clients, %d rounds of %s per path (medians):", o.clients, rounds, per)
+	cpu := "cpu per request (medians):"
+	for k, p := range paths {
+		var rps, pc, uc []float64
+		for _, s := range got[k] {
+			rps, pc, uc = append(rps, s.rps), append(pc, float64(s.proxyCPU)), append(uc, float64(s.upstreamCPU))
+		}
+		line += fmt.Sprintf(" %s %.0f req/s;", p.name, median(rps))
+		if k == 0 {
+			cpu += fmt.Sprintf(" upstream alone %s;", us(median(pc)))
+		} else {
+			cpu += fmt.Sprintf(" %s %s + upstream behind it %s;", p.name, us(median(pc)), us(median(uc)))
+		}
+	}
+	fmt.Println(strings.TrimSuffix(line, ";"))
+	fmt.Println(strings.TrimSuffix(cpu, ";"))
+	if len(ratios) > 0 {
+		fmt.Printf("throughput: serve/nginx median of %d paired rounds %.2f (min %.2f, max %.2f) (goal >= 0.80)\n",
+			len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
+}
+
+// throughput runs clients closed-loop clients on c for d and returns req/s
+// and the requests done.
+func throughput(c *http.Client, url string, clients int, d time.Duration) (float64, int64) {
 	var done atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -348,7 +554,8 @@ func throughput(url string, clients int, d time.Duration) float64 {
 		}()
 	}
 	wg.Wait()
-	return float64(done.Load()) / time.Since(start).Seconds()
+	n := done.Load()
+	return float64(n) / time.Since(start).Seconds(), n
 }
 
 // goStats reads the Go runtime gauges of serve's /metrics.
@@ -362,12 +569,14 @@ func goStats(url string) map[string]float64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		name, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && (name == "go_goroutines" || name == "go_memstats_heap_inuse_bytes") {
+		if ok && slices.Contains(goGauges, name) {
 			out[name], _ = strconv.ParseFloat(v, 64)
 		}
 	}
 	return out
 }
+
+var goGauges = []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes"}
 
 func rss(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -383,8 +592,35 @@ func rss(pid int) (int64, error) {
 	return 0, errors.New("no VmRSS")
 }
 
+// memSample is one second of the memory run.
+type memSample struct {
+	at  time.Duration
+	rss float64
+	// gauges of serve's Go runtime (goGauges)
+	gauges map[string]float64
+}
+
+// fit is the least-squares line through (x, y): its slope and its value
+// at the mean x.
+func fit(x, y []float64) (slope, mean float64) {
+	var sx, sy, sxx, sxy float64
+	for i := range x {
+		sx, sy, sxx, sxy = sx+x[i], sy+y[i], sxx+x[i]*x[i], sxy+x[i]*y[i]
+	}
+	n := float64(len(x))
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx), sy / n
+}
+
+// flatWithin is the verdict's bound: memory is flat when the fitted line
+// over the samples after the warm-up changes by less than this fraction of
+// its mean across them (RSS moves in pages and the Go heap in GC cycles,
+// so a few per cent is noise, and a leak of one request's worth of memory
+// per connection and minute is more).
+const flatWithin = 0.03
+
 // hold keeps conns raw keep-alive connections open to url for d, each
-// sending the request every 2 s (staggered), and samples pid's RSS.
+// sending the request every 2 s (staggered), samples pid's RSS and Go
+// runtime each second and prints a verdict from the samples after warmup.
 func hold(url string, pid, conns int, d, warmup time.Duration) error {
 	host := strings.TrimPrefix(url, "http://")
 	req := fmt.Appendf(nil, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", host, len(body), body)
@@ -429,12 +665,7 @@ func hold(url string, pid, conns int, d, warmup time.Duration) error {
 			}
 		}()
 	}
-	type sample struct {
-		at  time.Duration
-		rss int64
-	}
-	var samples []sample
-	var atWarmup, atEnd map[string]float64
+	var samples []memSample
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -442,46 +673,59 @@ func hold(url string, pid, conns int, d, warmup time.Duration) error {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
+			// The last second is left out: connections close then.
+			if time.Until(start.Add(d)) < time.Second {
+				continue
+			}
 			if r, err := rss(pid); err == nil {
-				samples = append(samples, sample{time.Since(start), r})
-			}
-			if atWarmup == nil && time.Since(start) >= warmup {
-				atWarmup = goStats(url)
-			}
-			if time.Until(start.Add(d)) < 1500*time.Millisecond && atEnd == nil {
-				atEnd = goStats(url)
+				samples = append(samples, memSample{at: time.Since(start), rss: float64(r), gauges: goStats(url)})
 			}
 		}
 	}
 	wg.Wait()
-	var base, peak, last int64
-	var after []sample
+	var after []memSample
+	var peak float64
 	for _, s := range samples {
 		if s.at >= warmup {
-			if base == 0 {
-				base = s.rss
-			}
 			after = append(after, s)
 		}
 		peak = max(peak, s.rss)
-		last = s.rss
 	}
-	if len(after) < 2 {
+	if len(after) < 5 {
 		return fmt.Errorf("memory run too short for its warm-up: %d samples after %s", len(after), warmup)
 	}
-	// Least-squares slope of RSS over time after the warm-up.
-	var sx, sy, sxx, sxy float64
-	for _, s := range after {
-		x, y := s.at.Seconds(), float64(s.rss)
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
-	}
-	n := float64(len(after))
-	slope := (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	first, last := after[0], after[len(after)-1]
+	window := (last.at - first.at).Minutes()
 	mb := func(b float64) float64 { return b / (1 << 20) }
-	fmt.Printf("memory: %d connections held %s (%d opened), %d requests ok, %d failed\n", conns, d, open.Load(), ok.Load(), failed.Load())
-	fmt.Printf("memory: serve RSS after %s warm-up %.1f MB, at the end %.1f MB, peak %.1f MB; slope after warm-up %.2f MB/min (flat: |slope| near 0)\n",
-		warmup, mb(float64(base)), mb(float64(last)), mb(float64(peak)), mb(slope*60))
-	fmt.Printf("memory: serve's Go heap in use %.1f MB after the warm-up, %.1f MB at the end; goroutines %.0f and %.0f\n",
-		mb(atWarmup["go_memstats_heap_inuse_bytes"]), mb(atEnd["go_memstats_heap_inuse_bytes"]), atWarmup["go_goroutines"], atEnd["go_goroutines"])
+	fmt.Printf("memory: %d connections held %s (%d opened), %d requests ok, %d failed; %d samples after the %s warm-up\n",
+		conns, d, open.Load(), ok.Load(), failed.Load(), len(after), warmup)
+	x := make([]float64, len(after))
+	for i, s := range after {
+		x[i] = s.at.Seconds() / 60
+	}
+	series := func(get func(memSample) float64) (slope, mean float64) {
+		y := make([]float64, len(after))
+		for i, s := range after {
+			y[i] = get(s)
+		}
+		return fit(x, y)
+	}
+	rssSlope, rssMean := series(func(s memSample) float64 { return s.rss })
+	fmt.Printf("memory: serve RSS %.1f MB after the warm-up, %.1f MB at the end, peak %.1f MB; fitted slope %+.2f MB/min\n",
+		mb(first.rss), mb(last.rss), mb(peak), mb(rssSlope))
+	heapSlope, heapMean := series(func(s memSample) float64 { return s.gauges["go_memstats_heap_inuse_bytes"] })
+	stackSlope, _ := series(func(s memSample) float64 { return s.gauges["go_memstats_stack_inuse_bytes"] })
+	fmt.Printf("memory: serve's Go heap in use %.1f MB then %.1f MB (slope %+.2f MB/min), stacks %.1f MB then %.1f MB (slope %+.2f MB/min), goroutines %.0f then %.0f\n",
+		mb(first.gauges["go_memstats_heap_inuse_bytes"]), mb(last.gauges["go_memstats_heap_inuse_bytes"]), mb(heapSlope),
+		mb(first.gauges["go_memstats_stack_inuse_bytes"]), mb(last.gauges["go_memstats_stack_inuse_bytes"]), mb(stackSlope),
+		first.gauges["go_goroutines"], last.gauges["go_goroutines"])
+	verdict := func(slope, mean float64) string {
+		change := slope * window / mean
+		if change < flatWithin && change > -flatWithin {
+			return fmt.Sprintf("flat (fitted change %+.1f%% over %.1f min, within ±%.0f%%)", 100*change, window, 100*flatWithin)
+		}
+		return fmt.Sprintf("NOT flat (fitted change %+.1f%% over %.1f min, beyond ±%.0f%%)", 100*change, window, 100*flatWithin)
+	}
+	fmt.Printf("memory verdict: RSS %s; Go heap %s\n", verdict(rssSlope, rssMean), verdict(heapSlope, heapMean))
 	return nil
 }
