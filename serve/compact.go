@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
@@ -28,6 +30,13 @@ type compactor struct {
 	bg context.Context
 	wg sync.WaitGroup
 
+	// countAll makes every request's tokens counted (the token budget
+	// charges them), not only those of conversations near the trigger.
+	countAll bool
+	// framing bounds the tokens a counted message adds beyond the bytes
+	// of its strings (see belowTrigger).
+	framing int
+
 	mu      sync.Mutex
 	pending map[string]chan struct{}
 }
@@ -44,6 +53,9 @@ type outcome struct {
 	session        string
 	// waited is true when the request waited for a summary.
 	waited bool
+	// uncounted is true when the conversation was too short to need its
+	// tokens counted (original and sent are then 0).
+	uncounted bool
 }
 
 // span is a conversation prepared for compaction: token counts per raw
@@ -58,20 +70,28 @@ type span struct {
 	cut     int // raw index where the kept last turns start
 }
 
-func (c *compactor) prepareSpan(conv *conversation, tenant string, keepLast int) *span {
-	sp := &span{conv: conv, tok: make([]int, len(conv.raw)), off: make([]int, len(conv.raw)+1)}
+// sessionID identifies a conversation by its client key and opening
+// messages.
+func sessionID(conv *conversation, tenant string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", tenant, conv.format, conv.system)
+	_, _ = io.WriteString(h, tenant+"\x00"+string(conv.format)+"\x00"+conv.system+"\x00")
 	for i := 0; i < conv.head; i++ {
-		h.Write([]byte(conv.raw[i]))
-		h.Write([]byte{0})
+		_, _ = io.WriteString(h, conv.raw[i])
+		_, _ = h.Write([]byte{0})
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:12])
+}
+
+func (c *compactor) prepareSpan(conv *conversation, tenant string, keepLast int) *span {
+	sp := &span{conv: conv, id: sessionID(conv, tenant), tok: make([]int, len(conv.raw)), off: make([]int, len(conv.raw)+1)}
+	for i := 0; i < conv.head; i++ {
 		if !isSystem(conv.role(i)) {
 			for _, m := range conv.views[i] {
 				sp.headTok += c.tok.CountMessage(m)
 			}
 		}
 	}
-	sp.id = hex.EncodeToString(h.Sum(nil))[:24]
 	n := 0
 	for i := conv.head; i < len(conv.raw); i++ {
 		sp.off[i] = n
@@ -131,10 +151,13 @@ func (c *compactor) view(sp *span, s session) int {
 // background once the conversation passes the trigger, and waits for a
 // compressor only when the threshold is passed with no summary ready.
 func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant string) (outcome, error) {
+	trigger := int(c.cfg.Trigger * float64(c.cfg.Threshold))
+	if !c.countAll && c.belowTrigger(conv, trigger) {
+		return outcome{session: sessionID(conv, tenant), uncounted: true}, nil
+	}
 	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast)
 	out := outcome{session: sp.id, original: sp.headTok + sp.tail(conv.head)}
 	out.sent = out.original
-	trigger := int(c.cfg.Trigger * float64(c.cfg.Threshold))
 	if out.original <= trigger {
 		return out, nil
 	}
@@ -171,6 +194,49 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 	out.guidelineID, out.link = s.GuidelineID, s.Link
 	c.m.tokensSaved.Add(float64(max(0, out.original-out.sent)))
 	return out, nil
+}
+
+// belowTrigger reports, without decoding or tokenizing the messages,
+// that their tokens cannot pass trigger, so the request goes on as it came
+// and starts no summary: what prepare decides after counting them.
+//
+// The bound: every string counted (roles, texts, tool names and
+// arguments) is a JSON value of its own in the messages' bytes and
+// decodes to no more bytes than its JSON (escapes only shrink), and a
+// token is at least one byte; each counted message adds its framing and
+// at most a role that is not in the bytes (an Anthropic tool result
+// becomes a "tool" message), and comes from a JSON object of its own.
+// Two things would break the bound, so they take the counting path:
+// bytes that are not UTF-8 (each may count as a replacement character of
+// three bytes) and a number with an exponent (a text given as 1e300 is
+// spelled out in full).
+func (c *compactor) belowTrigger(conv *conversation, trigger int) bool {
+	raw := conv.msgs.Raw
+	if len(raw) > trigger || !utf8.ValidString(raw) {
+		return false
+	}
+	objects := 0
+	inString, escaped := false, false
+	for i := 0; i < len(raw); i++ {
+		switch b := raw[i]; {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '{':
+			objects++
+		case (b == 'e' || b == 'E') && i > 0 && raw[i-1] >= '0' && raw[i-1] <= '9':
+			return false
+		}
+	}
+	return len(raw)+objects*c.framing <= trigger
 }
 
 // background computes the next summary of sp unless one is under way.

@@ -130,7 +130,7 @@ func start(t *testing.T, cfg Config) (*Server, string) {
 
 // launch runs a server with cfg until stop, which cancels its context
 // (what SIGTERM does) and returns what Serve returned.
-func launch(t *testing.T, cfg Config) (srv *Server, url string, stop func() error) {
+func launch(t testing.TB, cfg Config) (srv *Server, url string, stop func() error) {
 	t.Helper()
 	srv, err := New(cfg)
 	if err != nil {

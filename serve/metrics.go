@@ -1,6 +1,9 @@
 package serve
 
 import (
+	"strconv"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -56,4 +59,30 @@ func newMetrics(sessions func() float64) *metrics {
 		m.upstreamErrors, m.rejected, m.reloads, m.guideline, m.sessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// codeCounters are the requests_total series of one endpoint, kept by
+// status code so a request finds its counter without hashing its labels.
+type codeCounters struct {
+	vec      *prometheus.CounterVec
+	endpoint string
+	byCode   [600]atomic.Pointer[prometheus.Counter]
+}
+
+func (m *metrics) requestsOf(endpoint string) *codeCounters {
+	return &codeCounters{vec: m.requests, endpoint: endpoint}
+}
+
+func (c *codeCounters) inc(code int) {
+	if code < 0 || code >= len(c.byCode) {
+		c.vec.WithLabelValues(c.endpoint, strconv.Itoa(code)).Inc()
+		return
+	}
+	p := c.byCode[code].Load()
+	if p == nil {
+		ctr := c.vec.WithLabelValues(c.endpoint, strconv.Itoa(code))
+		p = &ctr
+		c.byCode[code].Store(p)
+	}
+	(*p).Inc()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -113,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg.Compression, tok: tok, store: st, gl: s.gl, m: s.m, log: s.slog,
 		chain:   &chain{links: links, truncation: trunc.History, tok: tok, m: s.m},
 		pending: map[string]chan struct{}{},
+		// A message's framing and the longest role not in its bytes.
+		framing:  tok.CountMessage(llm.Message{Role: "tool"}),
+		countAll: cfg.Limits.TokenBudget > 0,
 	}
 	if s.openai, err = newUpstream(cfg.Upstream.OpenAI, cfg.Upstream.Timeout, s.m, s.lim, "openai"); err != nil {
 		_ = s.closeStores()
@@ -246,64 +250,92 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// recorder keeps the status for metrics and logs; Unwrap lets the proxy
-// flush streamed responses through it.
-type recorder struct {
+// exchange is one request's state: its id and tenant for logs, metrics
+// and the proxy, and its status. It is the ResponseWriter the handlers get
+// (Unwrap lets the proxy flush streamed responses through it), so a
+// request costs one allocation for all of it.
+type exchange struct {
 	http.ResponseWriter
 	status int
+	id     string
+	// tenant is set once the client key is checked.
+	tenant string
 }
 
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
+func (x *exchange) WriteHeader(code int) {
+	if x.status == 0 {
+		x.status = code
 	}
-	r.ResponseWriter.WriteHeader(code)
+	x.ResponseWriter.WriteHeader(code)
 }
 
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
+func (x *exchange) Write(b []byte) (int, error) {
+	if x.status == 0 {
+		x.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(b)
+	return x.ResponseWriter.Write(b)
 }
 
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+func (x *exchange) Unwrap() http.ResponseWriter { return x.ResponseWriter }
 
-type ctxKey int
+type ctxKey struct{}
 
-const (
-	keyRequestID ctxKey = iota
-	keyTenant
-)
+// exchangeOf returns the exchange of a request that went through
+// instrument (nil for one that did not).
+func exchangeOf(ctx context.Context) *exchange { x, _ := ctx.Value(ctxKey{}).(*exchange); return x }
 
 var requestIDForm = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestIDs numbers the requests that come without a usable id from a
+// random start, so ids are unique within the process and across restarts
+// in practice, without reading the system's randomness per request.
+var requestIDs = func() *atomic.Uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	var n atomic.Uint64
+	n.Store(binary.BigEndian.Uint64(b[:]))
+	return &n
+}()
+
+func newRequestID() string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], requestIDs.Add(1))
+	return hex.EncodeToString(b[:])
+}
 
 // instrument gives each request an id (the client's X-Request-Id when it
 // is sane), counts and times it and logs it.
 func (s *Server) instrument(endpoint string, h http.Handler) http.Handler {
+	requests := s.m.requestsOf(endpoint)
+	latency := s.m.latency.WithLabelValues(endpoint)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		id := r.Header.Get(HeaderRequestID)
-		if !requestIDForm.MatchString(id) {
-			var b [8]byte
-			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
+		if id == "" || !requestIDForm.MatchString(id) {
+			id = newRequestID()
 		}
 		w.Header().Set(HeaderRequestID, id)
-		rec := &recorder{ResponseWriter: w}
-		h.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), keyRequestID, id)))
-		if rec.status == 0 {
-			rec.status = http.StatusOK
+		x := &exchange{ResponseWriter: w, id: id}
+		h.ServeHTTP(x, r.WithContext(context.WithValue(r.Context(), ctxKey{}, x)))
+		if x.status == 0 {
+			x.status = http.StatusOK
 		}
 		d := time.Since(t0)
-		s.m.requests.WithLabelValues(endpoint, strconv.Itoa(rec.status)).Inc()
-		s.m.latency.WithLabelValues(endpoint).Observe(d.Seconds())
-		slog.Debug("request", "request_id", id, "endpoint", endpoint, "status", rec.status, "took", d,
-			"compressed", w.Header().Get(HeaderCompressed), "tokens_saved", w.Header().Get(HeaderTokensSaved))
+		requests.inc(x.status)
+		latency.Observe(d.Seconds())
+		if slog.Default().Enabled(r.Context(), slog.LevelDebug) {
+			slog.Debug("request", "request_id", id, "endpoint", endpoint, "status", x.status, "took", d,
+				"compressed", w.Header().Get(HeaderCompressed), "tokens_saved", w.Header().Get(HeaderTokensSaved))
+		}
 	})
 }
 
-func requestID(r *http.Request) string { s, _ := r.Context().Value(keyRequestID).(string); return s }
+func requestID(r *http.Request) string {
+	if x := exchangeOf(r.Context()); x != nil {
+		return x.id
+	}
+	return ""
+}
 
 // apiError writes an error in the client's format.
 func apiError(w http.ResponseWriter, f apiFormat, status int, typ, msg string) {
@@ -354,7 +386,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, f apiFormat) (te
 
 // readBody reads a bounded body; it answers 413 past the limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, f apiFormat) ([]byte, bool) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.BodyBytes))
+	b, err := readAll(http.MaxBytesReader(w, r.Body, s.cfg.Limits.BodyBytes), r.ContentLength, s.cfg.Limits.BodyBytes)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -366,6 +398,29 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, f apiFormat) (
 		return nil, false
 	}
 	return b, true
+}
+
+// readAll is io.ReadAll with the buffer sized from the declared length
+// (up to limit), so a large body is not copied over and over as it grows.
+func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
+	size := 512
+	if declared > 0 && declared < limit {
+		size = int(declared) + 1 // room to read the EOF without growing
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 func (s *Server) proxyChat(f apiFormat) http.HandlerFunc {
@@ -402,8 +457,11 @@ func (s *Server) proxyChat(f apiFormat) http.HandlerFunc {
 		h := w.Header()
 		h.Set(HeaderCompressed, strconv.FormatBool(out.compressed))
 		h.Set(HeaderSession, out.session)
-		h.Set(HeaderTokensIn, strconv.Itoa(out.original))
-		h.Set(HeaderTokensSent, strconv.Itoa(out.sent))
+		if !out.uncounted {
+			// A conversation too short to pass the trigger is not counted.
+			h.Set(HeaderTokensIn, strconv.Itoa(out.original))
+			h.Set(HeaderTokensSent, strconv.Itoa(out.sent))
+		}
 		h.Set(HeaderTokensSaved, strconv.Itoa(out.original-out.sent))
 		if out.compressed {
 			h.Set(HeaderGuideline, out.guidelineID)
@@ -418,14 +476,15 @@ func (s *Server) proxyChat(f apiFormat) http.HandlerFunc {
 	}
 }
 
-// forward sends body to up and copies the answer back as it comes.
+// forward sends body to up and copies the answer back as it comes. The
+// proxy copies r (headers included) before it changes anything.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, up *upstream, tenant string, body []byte) {
-	out := r.WithContext(context.WithValue(r.Context(), keyTenant, tenant))
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.ContentLength = int64(len(body))
-	out.Header = r.Header.Clone()
-	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	up.proxy.ServeHTTP(w, out)
+	if x := exchangeOf(r.Context()); x != nil {
+		x.tenant = tenant
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	up.proxy.ServeHTTP(w, r)
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -507,6 +566,13 @@ func newUpstream(e Endpoint, timeout time.Duration, m *metrics, lim *limiter, na
 			u.RawQuery = pr.In.URL.RawQuery
 			pr.Out.URL = &u
 			pr.Out.Host = ""
+			if pr.In.ContentLength > 0 {
+				// The body is forward's in-memory reader. Handed over as it
+				// is, not in the proxy's close guard, the transport sees it
+				// cannot block and sends headers and body in one write,
+				// not two (one packet and one upstream wake-up less).
+				pr.Out.Body = pr.In.Body
+			}
 			h := pr.Out.Header
 			h.Del("Authorization")
 			h.Del("X-Api-Key")
@@ -525,7 +591,8 @@ func newUpstream(e Endpoint, timeout time.Duration, m *metrics, lim *limiter, na
 			if resp.StatusCode >= 400 {
 				m.upstreamErrors.WithLabelValues(endpoint, strconv.Itoa(resp.StatusCode)).Inc()
 			}
-			if tenant, ok := resp.Request.Context().Value(keyTenant).(string); ok && lim.budget > 0 {
+			if x := exchangeOf(resp.Request.Context()); x != nil && lim.budget > 0 {
+				tenant := x.tenant
 				resp.Body = &usageReader{rc: resp.Body, spend: func(n int64) { lim.spend(tenant, n) }}
 			}
 			return nil
