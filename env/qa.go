@@ -42,18 +42,20 @@ var DefaultLimits = jsonl.Limits{Line: 1 << 20, File: 1 << 30}
 // questions with one finish call, scored by SQuAD exact match and F1.
 // It is safe for concurrent use.
 type QA struct {
-	passages []passage
-	index    *bm25
-	tasks    map[string][]Task
-	topK     int
-	version  string
+	passages  []passage
+	indexOnce sync.Once
+	index     *bm25 // see searchIndex
+	tasks     map[string][]Task
+	topK      int
+	version   string
 	// long is the long-horizon variant, with the answer tool.
 	long bool
 }
 
 var _ Environment = (*QA)(nil)
 
-// NewQA loads and validates the dataset and indexes its corpus.
+// NewQA loads and validates the dataset; its corpus is indexed on the first
+// search.
 func NewQA(opts QAOptions) (*QA, error) {
 	if opts.TopK < 0 || opts.QuestionsPerTask < 0 {
 		return nil, fmt.Errorf("qa: top_k and questions_per_task must not be negative, got %d and %d", opts.TopK, opts.QuestionsPerTask)
@@ -93,12 +95,21 @@ func NewQA(opts QAOptions) (*QA, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read dataset %s: %w", d.display("VERSION"), err)
 	}
-	docs := make([]string, len(q.passages))
-	for i, p := range q.passages {
-		docs[i] = p.Title + "\n" + p.Text
-	}
-	q.index = newBM25(docs)
 	return q, nil
+}
+
+// searchIndex returns the BM25 index of the corpus, built on the first
+// search: a process that only reads finished work, like a re-run of a
+// finished run, never searches, and indexing takes tens of milliseconds.
+func (q *QA) searchIndex() *bm25 {
+	q.indexOnce.Do(func() {
+		docs := make([]string, len(q.passages))
+		for i, p := range q.passages {
+			docs[i] = p.Title + "\n" + p.Text
+		}
+		q.index = newBM25(docs)
+	})
+	return q.index
 }
 
 // Name is "qa".
@@ -160,7 +171,7 @@ func (q *QA) Reset(ctx context.Context, task Task) (Episode, error) {
 // search renders the top passages for query in the observation format of
 // docs/embedded-model.md.
 func (q *QA) search(query string) string {
-	hits := q.index.search(query, q.topK)
+	hits := q.searchIndex().search(query, q.topK)
 	if len(hits) == 0 {
 		return "No passages match the search " + strconv.Quote(query) + "."
 	}

@@ -94,7 +94,7 @@ func TestQARetrieval(t *testing.T) {
 		for _, qu := range task.Questions {
 			rel, entity := parseQuestion(t, qu.Text)
 			total++
-			for i, h := range q.index.search(qu.Text, 3) {
+			for i, h := range q.searchIndex().search(qu.Text, 3) {
 				if factIn(q.passages[h.doc].Text, rel, entity) {
 					top3++
 					if i == 0 {
@@ -361,7 +361,7 @@ func TestQAOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(q.index.search("What is the capital of Veloria?", q.topK)) != 5 {
+	if len(q.searchIndex().search("What is the capital of Veloria?", q.topK)) != 5 {
 		t.Errorf("options not applied: top k %d", q.topK)
 	}
 	if _, err := NewQA(QAOptions{TopK: -1}); err == nil {

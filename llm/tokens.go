@@ -21,8 +21,12 @@ var loaderOnce sync.Once
 type Tokenizer struct {
 	// encode counts the tokens of a text: natively for o200k_base and
 	// cl100k_base (over ten times faster than tiktoken-go), with
-	// tiktoken-go for the others.
+	// tiktoken-go for the others. The native rank tables are parsed on the
+	// first count (load): that takes over 100 ms, and a process that only
+	// reads finished work, like a re-run of a finished run, counts nothing.
 	encode func(string) int
+	load   sync.Once
+	native string
 	seed   maphash.Seed
 	mu     sync.RWMutex
 	memo   map[uint64]int
@@ -46,12 +50,8 @@ func NewTokenizer(encoding string) (*Tokenizer, error) {
 		return t, nil
 	}
 	t := &Tokenizer{seed: maphash.MakeSeed(), memo: map[uint64]int{}}
-	b, err := newBPE(encoding)
-	if err != nil {
-		return nil, fmt.Errorf("load token encoding %q: %w", encoding, err)
-	}
-	if b != nil {
-		t.encode = b.count
+	if _, ok := bpeEncodings[encoding]; ok {
+		t.native = encoding
 	} else {
 		enc, err := tiktoken.GetEncoding(encoding)
 		if err != nil {
@@ -61,6 +61,20 @@ func NewTokenizer(encoding string) (*Tokenizer, error) {
 	}
 	tokenizers[encoding] = t
 	return t, nil
+}
+
+// loadNative parses the rank table of a native encoding. The tables are
+// embedded in the binary (tiktoken-go-loader), so they fail to load only
+// when the binary is corrupt.
+func (t *Tokenizer) loadNative() {
+	if t.native == "" {
+		return
+	}
+	b, err := newBPE(t.native)
+	if err != nil {
+		panic(fmt.Sprintf("load embedded token encoding %q: %v", t.native, err))
+	}
+	t.encode = b.count
 }
 
 // memoLimit bounds the memo; past it the memo is dropped and refilled, which
@@ -81,6 +95,7 @@ func (t *Tokenizer) Count(s string) int {
 	if ok {
 		return n
 	}
+	t.load.Do(t.loadNative)
 	n = t.encode(s)
 	t.mu.Lock()
 	if len(t.memo) >= memoLimit {

@@ -5,6 +5,7 @@
 package atomicfile
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -71,12 +72,35 @@ func RemoveStale(parent, base string) error {
 	return errors.Join(errs...)
 }
 
-// WriteFile replaces path with data atomically.
+// WriteFile replaces path with data atomically. When path already holds
+// exactly data with that mode it is left alone: re-running finished work
+// rewrites the same small files, and each rewrite costs an fsync.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	if unchanged(path, data, Perm(perm)) {
+		return nil
+	}
 	return Write(path, perm, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
+}
+
+// unchanged reports whether path is a regular file with mode perm and
+// content data. Any error reading it means it is not.
+func unchanged(path string, data []byte, perm os.FileMode) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != perm || fi.Size() != int64(len(data)) {
+		return false
+	}
+	// One byte more than data, to see a file that grew since Stat.
+	got := make([]byte, len(data)+1)
+	n, _ := io.ReadFull(f, got)
+	return n == len(data) && bytes.Equal(got[:n], data)
 }
 
 // Write replaces path atomically with what fill writes, so large content
