@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/sourcegraph/conc/stream"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -41,10 +40,11 @@ const (
 	pageBufferSize = 1 << 20
 )
 
-// zstdFastest trades some file size (7% on the benchmark's rows) for half
-// the compression time, which is most of an export's CPU. The codec pools
-// its encoders, so workers share it.
-var zstdFastest = zstd.Codec{Level: zstd.SpeedFastest}
+// zstdCodec is zstd at level 1 (zstd_cgo.go, zstd_nocgo.go): it trades some
+// file size (7% on the benchmark's rows) for half the compression time of
+// the default level, and compression is most of an export's CPU. Workers
+// share it.
+var zstdCodec = newZstdCodec()
 
 func (o WriterOptions) withDefaults() WriterOptions {
 	if o.RowGroupRows <= 0 {
@@ -144,7 +144,7 @@ func (w *Writer) openSplit(name string) (*splitWriter, error) {
 		return sw, err
 	}
 	sw.parquet = parquet.NewGenericWriter[Row](sw.parquetOut,
-		parquet.Compression(&zstdFastest),
+		parquet.Compression(zstdCodec),
 		parquet.PageBufferSize(pageBufferSize),
 		// Columns without an encoding tag would default to
 		// DELTA_LENGTH_BYTE_ARRAY, which older readers reject.

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/distill"
+)
+
+// TestDecodeRow holds the hand-written parser to encoding/json on strings
+// that exercise every escape.
+func TestDecodeRow(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+	}{
+		{"plain", "no escapes at all"},
+		{"newlines", "line one\nline two\n"},
+		{"quotes and backslashes", `say "hi" \ then \\ and \"`},
+		{"trailing backslash", `ends with \`},
+		{"controls", "tab\tcr\rbs\bff\f\x01"},
+		{"unicode", "é ü 中文 \u2028 \u2029 😀 <&>"},
+		{"empty", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := distill.Row{
+				ID:               "id-1",
+				Prompt:           []distill.Message{{Role: "system", Content: "s"}, {Role: "user", Content: tt.content}},
+				Completion:       []distill.Message{{Role: "assistant", Content: tt.content + "!"}},
+				Kind:             compress.KindHistory,
+				Source:           distill.SourceACON,
+				TaskID:           `task "7"`,
+				Step:             3,
+				InputTokens:      10,
+				OutputTokens:     2,
+				CompressionRatio: 0.25,
+				Split:            distill.SplitTrain,
+			}
+			line, err := json.Marshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeRow(string(line))
+			if err != nil {
+				t.Fatalf("decodeRow(%s): %v", line, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("decodeRow(%s)\n got %+v\nwant %+v", line, got, want)
+			}
+		})
+	}
+}
+
+func TestDecodeRowErrors(t *testing.T) {
+	for _, line := range []string{
+		`{"id":"unterminated}`,
+		`{"id":"bad \q escape"}`,
+		`{"id":"half \u12"}`,
+		`{"nope":1}`,
+	} {
+		if _, err := decodeRow(line); err == nil {
+			t.Errorf("decodeRow(%s): no error", line)
+		}
+	}
+}
