@@ -72,6 +72,9 @@ type Settings struct {
 	// Noise is the share of the input's lines that are irrelevant or
 	// redundant.
 	Noise Range[float64] `yaml:"noise" json:"noise"`
+	// Accept configures optimize synth run; it is no generation setting,
+	// so generate.json leaves it out.
+	Accept AcceptSettings `yaml:"accept" json:"-"`
 }
 
 // Defaults of Settings.
@@ -90,6 +93,10 @@ func (s Settings) WithDefaults() Settings {
 	}
 	if s.Noise == (Range[float64]{}) {
 		s.Noise = DefaultNoise
+	}
+	if s.Accept.Threshold == nil {
+		v := DefaultThreshold
+		s.Accept.Threshold = &v
 	}
 	return s
 }
@@ -114,6 +121,9 @@ func (s Settings) Problems() []Problem {
 	}
 	if len(s.Domains) == 0 {
 		ps = append(ps, Problem{"domains", "empty; want some of " + strings.Join(DomainNames(), ", ")})
+	}
+	if t := s.Accept.Threshold; t != nil && !(*t >= 0) {
+		ps = append(ps, Problem{"accept.threshold", fmt.Sprintf("%v: want a cosine similarity of at least 0 (above 1 accepts nothing)", *t)})
 	}
 	for i, d := range s.Domains {
 		if _, ok := domainByName(d); !ok {
@@ -269,7 +279,7 @@ func Generate(ctx context.Context, gen Completer, cfg GenerateConfig, dir string
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return GenerateSummary{}, fmt.Errorf("generate: %w", err)
 	}
-	if err := checkSettings(dir, cfg); err != nil {
+	if err := checkSettings(dir, SettingsFile, cfg); err != nil {
 		return GenerateSummary{}, err
 	}
 	sum := GenerateSummary{Requested: cfg.Count, Rejected: map[string]int{}, ByDomain: map[string]int{}}
@@ -501,7 +511,7 @@ func openResumed(path string, read func(line []byte) error) (*os.File, error) {
 		}
 		if err := read(bytes.TrimSuffix(line, []byte("\n"))); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("%w: %s:%d: %w (the file was not written by optimize synth generate; use another --out)", ErrForeignDir, path, n, err)
+			return nil, fmt.Errorf("%w: %s:%d: %w (the file was not written by optimize synth; use another --out)", ErrForeignDir, path, n, err)
 		}
 		good += int64(len(line))
 	}
@@ -516,10 +526,10 @@ func openResumed(path string, read func(line []byte) error) (*os.File, error) {
 	return f, nil
 }
 
-// checkSettings records cfg in dir on the first run and refuses to resume
-// a directory generated with other settings.
-func checkSettings(dir string, cfg GenerateConfig) error {
-	path := filepath.Join(dir, SettingsFile)
+// checkSettings records cfg in dir's file on the first run and refuses to
+// resume a directory made with other settings.
+func checkSettings(dir, file string, cfg any) error {
+	path := filepath.Join(dir, file)
 	want, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
@@ -532,7 +542,7 @@ func checkSettings(dir string, cfg GenerateConfig) error {
 	case err != nil:
 		return fmt.Errorf("read %s: %w", path, err)
 	case !bytes.Equal(got, want):
-		return fmt.Errorf("%w: %s was made with other settings (see its %s); use another --out or the same job", ErrForeignDir, dir, SettingsFile)
+		return fmt.Errorf("%w: %s was made with other settings (see its %s); use another --out or the same job", ErrForeignDir, dir, file)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -27,8 +29,85 @@ func synthCommand() *cli.Command {
 				&cli.IntFlag{Name: "count", Required: true, Usage: "number of workflows to ask for"},
 			},
 			Action: synthGenerate,
+		}, {
+			Name:  "run",
+			Usage: "execute each workflow twice (full memory, plan-aware teacher compression) and apply the acceptance filter",
+			Description: "Writes executions.jsonl (both final outputs, every compression event, the filter's decision and\n" +
+				"the failed tests), run.json and run-summary.json into --out. The teacher compresses the history at\n" +
+				"every step, conditioned on the next compression.plan_aware.k plan steps. Running the same command\n" +
+				"again continues where a previous run stopped and reuses the workflows it finished.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "job file (YAML)"},
+				&cli.StringFlag{Name: "workflows", Required: true, Usage: "optimize synth generate's output directory, or a workflows.jsonl"},
+				&cli.StringFlag{Name: "out", Required: true, Usage: "output directory (resumed when it holds a previous run)"},
+				&cli.StringFlag{Name: "teacher", Usage: "teacher prompt (a history guideline file); default: the built-in plan-aware prompt"},
+				&cli.IntFlag{Name: "limit", Usage: "execute only the first N workflows (0: all)"},
+			},
+			Action: synthRun,
 		}},
 	}
+}
+
+func synthRun(c *cli.Context) error {
+	job, err := pipeline.LoadJob(c.String("config"))
+	if err != nil {
+		return badInput(err)
+	}
+	wfs, err := workflowsFile(c.String("workflows"))
+	if err != nil {
+		return badInput(err)
+	}
+	if err := checkOutDir("out", c.String("out")); err != nil {
+		return err
+	}
+	if n := c.Int("limit"); n < 0 {
+		return badInput(fmt.Errorf("--limit %d: want 0 (all) or a positive count", n))
+	}
+	teacher, err := pipeline.SynthTeacher(c.String("teacher"))
+	if err != nil {
+		return inputOr(err)
+	}
+	rt, err := pipeline.Open(c.Context, job)
+	if err != nil {
+		return inputOr(err)
+	}
+	defer rt.Close()
+	meter, err := pipeline.NewMeter(job.Budget, "")
+	if err != nil {
+		return err
+	}
+	x, err := rt.SynthExecutor(teacher, meter)
+	if err != nil {
+		return inputOr(err)
+	}
+	sum, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: c.String("out"), Concurrency: job.Rollout.Concurrency, Limit: c.Int("limit")})
+	if err != nil {
+		if errors.Is(err, synth.ErrForeignDir) {
+			return badInput(err)
+		}
+		if errors.Is(err, pipeline.ErrBudget) {
+			return fmt.Errorf("%w; the executions so far are kept in %s: raise the budget and run the same command again to resume", err, c.String("out"))
+		}
+		return err
+	}
+	synth.PrintRunSummary(c.App.Writer, sum)
+	pipeline.PrintRoleStats(c.App.Writer, rt.RoleStats())
+	return nil
+}
+
+// workflowsFile is path's workflows.jsonl when path is a directory.
+func workflowsFile(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("--workflows: %w", err)
+	}
+	if fi.IsDir() {
+		path = filepath.Join(path, synth.WorkflowsFile)
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("--workflows: %w (give optimize synth generate's output directory)", err)
+		}
+	}
+	return path, nil
 }
 
 func synthGenerate(c *cli.Context) error {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ctxopt/ctxopt/synth"
 )
@@ -72,22 +71,7 @@ func TestSynthGenerateKilled(t *testing.T) {
 	if out, err := exec.Command(binary, "synth", "generate", "--config", cfg, "--out", whole, "--count", count).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	cmd := exec.Command(binary, "synth", "generate", "--config", cfg, "--out", parts, "--count", count)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(parts, synth.WorkflowsFile))
-		if bytes.Count(b, []byte("\n")) >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killAfterLines(t, exec.Command(binary, "synth", "generate", "--config", cfg, "--out", parts, "--count", count), filepath.Join(parts, synth.WorkflowsFile), 3)
 	if _, err := os.Stat(filepath.Join(parts, synth.SummaryFile)); err == nil {
 		t.Fatal("the run finished before the kill; the test needs a longer latency")
 	}

@@ -27,6 +27,12 @@ func judge(prompt string) (string, error) {
 	}
 	qs := parseQuestions(outside)
 	fa, fb := taskFacts(a, qs), taskFacts(b, qs)
+	what := "task facts"
+	if fa == 0 && fb == 0 {
+		// Outputs of bare answers (a workflow's "step: output" lines)
+		// state no fact: the one that answers more steps wins.
+		fa, fb, what = answeredLines(a), answeredLines(b), "answered steps"
+	}
 	la, lb := utf8.RuneCountInString(strings.TrimSpace(a)), utf8.RuneCountInString(strings.TrimSpace(b))
 	v := verdict{Winner: "tie"}
 	switch {
@@ -35,15 +41,15 @@ func judge(prompt string) (string, error) {
 		if fb > fa {
 			v.Winner = "B"
 		}
-		v.Reason = fmt.Sprintf("A states %d task facts and B %d; the one with more wins.", fa, fb)
+		v.Reason = fmt.Sprintf("A states %d %s and B %d; the one with more wins.", fa, what, fb)
 	case la != lb:
 		v.Winner = "A"
 		if lb < la {
 			v.Winner = "B"
 		}
-		v.Reason = fmt.Sprintf("Both state %d task facts; %s is shorter (%d against %d characters).", fa, v.Winner, min(la, lb), max(la, lb))
+		v.Reason = fmt.Sprintf("Both state %d %s; %s is shorter (%d against %d characters).", fa, what, v.Winner, min(la, lb), max(la, lb))
 	default:
-		v.Reason = fmt.Sprintf("Both state %d task facts and have the same length.", fa)
+		v.Reason = fmt.Sprintf("Both state %d %s and have the same length.", fa, what)
 	}
 	return marshalJSON(v)
 }
@@ -76,6 +82,20 @@ func lineAfter(s string) string {
 		return s[i+1:]
 	}
 	return ""
+}
+
+// answeredLines counts the "key: value" lines of s whose value is neither
+// empty nor unknownAnswer.
+func answeredLines(s string) int {
+	n := 0
+	for line := range strings.Lines(s) {
+		if _, v, ok := strings.Cut(line, ":"); ok {
+			if v = strings.TrimSpace(v); v != "" && !strings.EqualFold(v, unknownAnswer) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // taskFacts counts the distinct facts of s that answer a question, or every

@@ -21,12 +21,30 @@ func extendedCompress(prompt string) (string, bool) {
 	switch {
 	case strings.Contains(prompt, paceSummaryMarker):
 		return paceSummarize(prompt), true
+	case planIgnored(prompt):
+		// Told to ignore the plan it is shown: the guideline compressor.
+		return "", false
 	case strings.Contains(prompt, planHistoryMarker):
 		return planHistory(prompt), true
 	case strings.Contains(prompt, planObsMarker):
 		return planObservation(prompt), true
 	}
 	return "", false
+}
+
+// planIgnoredPhrases tell the compressor not to use the plan.
+var planIgnoredPhrases = []string{"ignore the plan", "disregard the plan", "do not use the plan", "don't use the plan"}
+
+// planIgnored reports whether the prompt tells the compressor to ignore the
+// plan.
+func planIgnored(prompt string) bool {
+	l := asciiLower(strings.Join(strings.Fields(prompt), " "))
+	for _, p := range planIgnoredPhrases {
+		if strings.Contains(l, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // paceWords is the length of a detailed summary (PACE: about 100 words).

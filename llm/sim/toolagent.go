@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +16,9 @@ import (
 const (
 	answerToolName  = "answer"
 	glimpseToolName = "glimpse"
+	searchToolName  = "search"
+	// readInputToolName shows a workflow's input once (PAACE-Syn).
+	readInputToolName = "read_input"
 	// glimpseMax is PACE's limit of chunks per glimpse call.
 	glimpseMax = 3
 )
@@ -34,10 +38,15 @@ var (
 // the question at hand before searching again). Without them it is
 // agentReply.
 func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
-	var answerMode, glimpse bool
+	var answerMode, glimpse, search, readInput bool
 	for _, t := range tools {
 		answerMode = answerMode || t.Name == answerToolName
 		glimpse = glimpse || t.Name == glimpseToolName
+		search = search || t.Name == searchToolName
+		readInput = readInput || t.Name == readInputToolName
+	}
+	if readInput && !hasTurn(msgs) {
+		return agentTurn{Thought: "Reading the input first.", Call: toolCall{Name: readInputToolName, Args: "{}"}}
 	}
 	if !answerMode && !glimpse {
 		return agentReply(msgs)
@@ -59,11 +68,25 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 		}
 		return agentReply(msgs)
 	}
-	n := nextQuestion(c, len(qs))
+	total := len(qs)
+	if total == 0 {
+		// A workflow gives each step's question when the step begins.
+		qs = givenQuestions(msgs)
+		for _, q := range qs {
+			total = max(total, q.N)
+		}
+	}
+	n := nextQuestion(c, total)
 	if n == 0 {
 		return agentTurn{Thought: "Every question has an answer; finishing.", Call: toolCall{Name: "finish", Args: `{"answers":[]}`}}
 	}
-	q := qs[n-1]
+	i := slices.IndexFunc(qs, func(q question) bool { return q.N == n })
+	if i < 0 {
+		// The question is not in the context (a compression dropped it):
+		// nothing to look for.
+		return answerTurn(question{N: n}, unknownAnswer)
+	}
+	q := qs[i]
 	if a, ok := c.answer(q); ok {
 		return answerTurn(q, a)
 	}
@@ -73,13 +96,42 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 		}
 	}
 	tries := max(c.attempts(q), shownAttempts(c, q))
-	if q.Rel == "" || tries >= maxAttempts {
+	if q.Rel == "" || tries >= maxAttempts || !search {
 		return answerTurn(q, unknownAnswer)
 	}
 	args, _ := json.Marshal(struct {
 		Query string `json:"query"`
 	}{nextQuery(c, q, tries)})
 	return agentTurn{Thought: fmt.Sprintf("Looking up Q%d, try %d.", q.N, tries+1), Call: toolCall{Name: "search", Args: string(args)}}
+}
+
+// givenQuestions are the "Qn: question" lines of every message but the
+// system prompt, the first of each number.
+func givenQuestions(msgs []llm.Message) []question {
+	var qs []question
+	seen := map[int]bool{}
+	for _, m := range msgs {
+		if m.Role == "system" || m.Role == "developer" {
+			continue
+		}
+		for _, q := range parseQuestions(m.Content) {
+			if !seen[q.N] {
+				seen[q.N] = true
+				qs = append(qs, q)
+			}
+		}
+	}
+	return qs
+}
+
+// hasTurn reports whether the context shows an earlier turn of the agent.
+func hasTurn(msgs []llm.Message) bool {
+	for _, m := range msgs {
+		if m.Role == "assistant" {
+			return true
+		}
+	}
+	return false
 }
 
 func answerTurn(q question, a string) agentTurn {

@@ -27,6 +27,19 @@ func TestToolAgent(t *testing.T) {
 		{"a glimpsed chunk is not asked for again", []llm.Message{task, chunks, {Role: "assistant", ToolCalls: []llm.ToolCall{{Name: "glimpse", Arguments: `{"chunks":[1]}`}}}, {Role: "tool", Content: "Recorded the answer to Q1. Next unanswered: Q2."}}, both, `search(`},
 		{"gives up after searches the context shows", []llm.Message{task, {Role: "user", Content: "[chunk 1 | placeholder] step 1: search({\"query\":\"Veloria\"}); result hidden\n[chunk 2 | placeholder] step 2: search({\"query\":\"Veloria capital\"}); result hidden\n[chunk 3 | placeholder] step 3: search({\"query\":\"What is the capital of Veloria?\"}); result hidden"}}, answer, `answer({"question":1,"answer":"unknown"}`},
 	}
+	// A workflow (PAACE-Syn): read the input once, then answer from memory.
+	workflow := []llm.Tool{{Name: "read_input"}, {Name: "answer"}, {Name: "finish"}}
+	read := llm.Message{Role: "assistant", ToolCalls: []llm.ToolCall{{Name: "read_input", Arguments: "{}"}}}
+	tests = append(tests, []struct {
+		name  string
+		msgs  []llm.Message
+		tools []llm.Tool
+		want  string
+	}{
+		{"reads a workflow's input first", []llm.Message{task}, workflow, `read_input({}`},
+		{"answers from the input it read", []llm.Message{task, read, {Role: "tool", Content: "Input:\nThe capital of Veloria is Marnth."}}, workflow, `answer({"question":1,"answer":"Marnth"}`},
+		{"does not read the input again after a turn", []llm.Message{task, read, {Role: "tool", Content: "Recorded the answer to Q1. Next unanswered: Q2."}}, workflow, `answer({"question":2,"answer":"unknown"}`},
+	}...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := toolAgentReply(tc.msgs, tc.tools)

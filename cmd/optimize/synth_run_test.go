@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxopt/ctxopt/synth"
+)
+
+// synthGenerated generates n workflows with the CLI into dir/wf.
+func synthGenerated(t *testing.T, dir, cfg string, n string) string {
+	t.Helper()
+	wf := filepath.Join(dir, "wf")
+	if out, err := exec.Command(binary, "synth", "generate", "--config", cfg, "--out", wf, "--count", n).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return wf
+}
+
+func TestSynthRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg := synthJob(t, dir, "0s")
+	wf := synthGenerated(t, dir, cfg, "9")
+	out := filepath.Join(dir, "run")
+	code, stdout, stderr := runCLI(t, "synth", "run", "--config", cfg, "--workflows", wf, "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var sum synth.RunSummary
+	b, err := os.ReadFile(filepath.Join(out, synth.RunSummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Executed != sum.Generated || sum.Executed == 0 || sum.Compressions == 0 || sum.Usage["judge"].Calls != 2*sum.Executed || !strings.Contains(stdout, "accepted") {
+		t.Fatalf("summary %+v\n%s", sum, stdout)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no workflows", []string{"--workflows", filepath.Join(dir, "missing")}, "--workflows"},
+		{"bad teacher", []string{"--workflows", wf, "--teacher", writeFile(t, dir, "t.tmpl", "{{ task }} only")}, "guideline"},
+		{"bad threshold", []string{"--workflows", wf, "--config", writeJob(t, t.TempDir(), func(s string) string {
+			return strings.Replace(s, "threshold: 0.9 ", "threshold: -1 ", 1)
+		})}, "synth.accept.threshold"},
+		{"another run's directory", []string{"--workflows", wf, "--out", out, "--config", writeJob(t, t.TempDir(), func(s string) string {
+			return strings.Replace(s, "threshold: 0.9 ", "threshold: 0.5 ", 1)
+		})}, "other settings"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"synth", "run", "--config", cfg, "--out", filepath.Join(dir, tt.name)}, tt.args...)
+			code, _, stderr := runCLI(t, args...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, want %d naming %s:\n%s", code, exitUsage, tt.want, stderr)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSynthRunKilled kills the real binary with SIGKILL part way and runs
+// it again: it completes, keeps the workflows it finished, and its outputs
+// equal an uninterrupted run's.
+func TestSynthRunKilled(t *testing.T) {
+	dir := t.TempDir()
+	cfg := synthJob(t, dir, "0s")
+	wf := synthGenerated(t, dir, cfg, "16")
+	// Each run has a cache of its own, so the killed one answers nothing
+	// from the whole one's, and a latency that makes it slow enough to be
+	// killed part way.
+	slow := synthJob(t, t.TempDir(), "4ms")
+	whole, parts := filepath.Join(dir, "whole"), filepath.Join(dir, "parts")
+	if out, err := exec.Command(binary, "synth", "run", "--config", synthJob(t, t.TempDir(), "0s"), "--workflows", wf, "--out", whole).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	killAfterLines(t, exec.Command(binary, "synth", "run", "--config", slow, "--workflows", wf, "--out", parts), filepath.Join(parts, synth.ExecutionsFile), 3)
+	if _, err := os.Stat(filepath.Join(parts, synth.RunSummaryFile)); err == nil {
+		t.Fatal("the run finished before the kill; the test needs a longer latency")
+	}
+	b, _ := os.ReadFile(filepath.Join(parts, synth.ExecutionsFile))
+	done := bytes.Count(b, []byte("\n"))
+	out, err := exec.Command(binary, "synth", "run", "--config", slow, "--workflows", wf, "--out", parts).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var sum synth.RunSummary
+	if b, err := os.ReadFile(filepath.Join(parts, synth.RunSummaryFile)); err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("no summary after the re-run: %v", err)
+	}
+	if sum.Resumed != done || done == 0 {
+		t.Fatalf("the re-run started at workflow %d; %d were finished before the kill", sum.Resumed, done)
+	}
+	a, _ := os.ReadFile(filepath.Join(whole, synth.ExecutionsFile))
+	b, _ = os.ReadFile(filepath.Join(parts, synth.ExecutionsFile))
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Errorf("%s differs after a kill and a re-run", synth.ExecutionsFile)
+	}
+}
+
+// killAfterLines starts cmd and kills it with SIGKILL once file holds n
+// lines (or after 20 s).
+func killAfterLines(t *testing.T, cmd *exec.Cmd, file string, n int) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(file)
+		if bytes.Count(b, []byte("\n")) >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}

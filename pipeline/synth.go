@@ -1,0 +1,55 @@
+package pipeline
+
+import (
+	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/synth"
+)
+
+// synthHistoryThreshold makes the teacher compress at every step that has
+// an older turn to fold (PAACE section 3: compression at every step).
+const synthHistoryThreshold = 1
+
+// SynthTeacher compiles the teacher prompt of optimize synth: file when
+// given, else the built-in plan-aware history prompt.
+func SynthTeacher(file string) (*compress.Prompt, error) {
+	if file == "" {
+		src, origin, err := startingGuideline(&Job{}, guideline.KindHistory, builtinPlanAware)
+		if err != nil {
+			return nil, err
+		}
+		t, err := Compile(guideline.KindHistory, src, origin)
+		if err != nil {
+			return nil, err
+		}
+		return promptOf(t), nil
+	}
+	b, err := guideline.ReadSource(file)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	t, err := Compile(guideline.KindHistory, string(b), "file:"+file)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	return promptOf(t), nil
+}
+
+// SynthExecutor returns the dual executor of optimize synth run and evolve:
+// the agent, and the plan-aware strategy with teacher (k from the job's
+// compression.plan_aware.k) compressing the history at every step, every
+// role metered by meter.
+func (rt *Runtime) SynthExecutor(teacher *compress.Prompt, meter *Meter) (*synth.Executor, error) {
+	s, err := compress.New(compress.PlanAware, rt.Job.Compression.Params, compress.Deps{
+		Compressor: meter.Wrap(rt.Compressor), Tokenizer: rt.Tokenizer,
+		History: teacher, HistoryThreshold: synthHistoryThreshold,
+	})
+	if err != nil {
+		return nil, invalid(err)
+	}
+	return &synth.Executor{
+		Agent: meter.Wrap(rt.Agent), Tokenizer: rt.Tokenizer, Teacher: s,
+		Judge: meter.Wrap(rt.Judge), Embedder: meter.Wrap(rt.Embedder),
+		StepLimit: rt.Job.Env.StepLimit, Threshold: *rt.Job.Synth.Accept.Threshold,
+	}, nil
+}
