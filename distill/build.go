@@ -52,6 +52,11 @@ type Options struct {
 	// Trajectories, when set, are the files to read instead of every
 	// trajectories.jsonl under the run directory.
 	Trajectories []string
+	// Synth are PAACE-Syn runs (optimize synth run's output directories or
+	// their executions.jsonl) whose accepted compressions become rows of
+	// kind paace, read after the trajectories. The guideline filter does
+	// not apply to them: each run has its one teacher.
+	Synth []string
 	// License is the card's license identifier (empty means "other": the
 	// teacher's outputs are subject to its provider's terms).
 	License string
@@ -202,15 +207,17 @@ func Build(ctx context.Context, runDir, outDir string, opts Options) (Manifest, 
 func resolveRun(runDir string, opts *Options, m *Manifest) error {
 	files := opts.Trajectories
 	if len(files) == 0 {
-		if runDir == "" {
-			return errors.New("no run directory and no trajectory files given")
+		if runDir == "" && len(opts.Synth) == 0 {
+			return errors.New("no run directory, trajectory files or synth runs given")
 		}
-		var err error
-		if files, err = findTrajectories(runDir); err != nil {
-			return err
-		}
-		if len(files) == 0 {
-			return fmt.Errorf("%w: no %s under %s (is it a run or rollout output directory?)", ErrNoData, trajectoryFileName, runDir)
+		if runDir != "" {
+			var err error
+			if files, err = findTrajectories(runDir); err != nil {
+				return err
+			}
+			if len(files) == 0 && len(opts.Synth) == 0 {
+				return fmt.Errorf("%w: no %s under %s (is it a run or rollout output directory?)", ErrNoData, trajectoryFileName, runDir)
+			}
 		}
 	}
 	opts.Trajectories = files
@@ -289,9 +296,14 @@ func curateAll(ctx context.Context, runDir, spoolPath string, c *curator, opts O
 	bw := bufio.NewWriterSize(spool, 1<<20)
 	enc := gob.NewEncoder(bw)
 
-	st := &curateState{m: m, c: c, enc: enc, tasks: map[string]struct{}{}, guidelines: map[string]struct{}{}, models: map[string]struct{}{}}
+	st := &curateState{m: m, c: c, enc: enc, tasks: map[string]struct{}{}, guidelines: map[string]struct{}{}, models: map[string]struct{}{}, sources: map[string]struct{}{}}
 	for _, path := range opts.Trajectories {
 		if err := st.readFile(ctx, runDir, path, opts); err != nil {
+			return nil, err
+		}
+	}
+	for _, path := range opts.Synth {
+		if err := st.readSynth(ctx, runDir, path, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -303,9 +315,7 @@ func curateAll(ctx context.Context, runDir, spoolPath string, c *curator, opts O
 	}
 	m.GuidelineIDs = sortedKeys(st.guidelines)
 	m.TeacherModels = sortedKeys(st.models)
-	if m.Rows.Kept > 0 {
-		m.Sources = []string{SourceACON}
-	}
+	m.Sources = sortedKeys(st.sources)
 	return sortedKeys(st.tasks), nil
 }
 
@@ -314,7 +324,7 @@ type curateState struct {
 	c   *curator
 	enc *gob.Encoder
 
-	tasks, guidelines, models map[string]struct{}
+	tasks, guidelines, models, sources map[string]struct{}
 
 	mu  sync.Mutex
 	err error // first error of a callback; stops reading
@@ -427,25 +437,35 @@ func (st *curateState) admit(path string, lineNo int, p prepared, skipBad bool, 
 		m.Trajectories.Failed++
 	}
 	for i := range p.candidates {
-		cand := &p.candidates[i]
-		m.Rows.Read++
-		addCounts(m.Redactions, cand.redactions)
-		if reason := st.c.admit(cand); reason != "" {
-			m.Rows.Dropped[reason]++
-			continue
-		}
-		if err := st.enc.Encode(&cand.row); err != nil {
-			st.fail(fmt.Errorf("write row spool: %w", err))
+		if !st.admitRow(&p.candidates[i]) {
 			return
 		}
-		m.Rows.Kept++
-		if slices.ContainsFunc(cand.row.Prompt, func(msg Message) bool { return msg.Role == "system" }) {
-			m.Rows.WithSystem++
-		}
-		st.tasks[cand.row.TaskID] = struct{}{}
-		st.guidelines[cand.row.GuidelineID] = struct{}{}
-		st.models[cand.row.TeacherModel] = struct{}{}
 	}
+}
+
+// admitRow counts one candidate row and spools it when it is kept; false
+// when spooling failed (st.failure says why).
+func (st *curateState) admitRow(cand *candidate) bool {
+	m := st.m
+	m.Rows.Read++
+	addCounts(m.Redactions, cand.redactions)
+	if reason := st.c.admit(cand); reason != "" {
+		m.Rows.Dropped[reason]++
+		return true
+	}
+	if err := st.enc.Encode(&cand.row); err != nil {
+		st.fail(fmt.Errorf("write row spool: %w", err))
+		return false
+	}
+	m.Rows.Kept++
+	if slices.ContainsFunc(cand.row.Prompt, func(msg Message) bool { return msg.Role == "system" }) {
+		m.Rows.WithSystem++
+	}
+	st.tasks[cand.row.TaskID] = struct{}{}
+	st.guidelines[cand.row.GuidelineID] = struct{}{}
+	st.models[cand.row.TeacherModel] = struct{}{}
+	st.sources[cand.row.Source] = struct{}{}
+	return true
 }
 
 // displayPath names an input relative to the run directory when it is

@@ -357,7 +357,7 @@ func TestBuildCuration(t *testing.T) {
 		t.Errorf("rows %+v: want 7 read, 2 kept, and read = kept + dropped", m.Rows)
 	}
 	if m.Splits[SplitTrain].ByKind[KindPlanAware] != 1 {
-		t.Errorf("by kind %v, want the plan_aware row kept", m.Splits[SplitTrain].ByKind)
+		t.Errorf("by kind %v, want the paace row kept", m.Splits[SplitTrain].ByKind)
 	}
 }
 

@@ -10,6 +10,9 @@ import (
 // Reasons a row read is not kept, as counted in manifest.json.
 const (
 	DropTrajectoryFailed = "trajectory_failed"
+	// DropWorkflowRejected: a PAACE-Syn workflow the acceptance filter
+	// rejected (or that was not executed) gives no pair.
+	DropWorkflowRejected = "workflow_rejected"
 	// DropHeldOutSplit: a trajectory of the held-out test split (an
 	// evaluation) never becomes training data.
 	DropHeldOutSplit    = "held_out_split"
@@ -30,7 +33,7 @@ const HeldOutSplit = "test"
 // DropReasons lists every reason, in the order the checks run.
 func DropReasons() []string {
 	return []string{
-		DropHeldOutSplit, DropInfraFailure, DropTrajectoryFailed, DropUnknownKind, DropOtherGuideline,
+		DropHeldOutSplit, DropInfraFailure, DropTrajectoryFailed, DropWorkflowRejected, DropUnknownKind, DropOtherGuideline,
 		DropEmptyPrompt, DropUnsupportedRole, DropEmptyCompletion,
 		DropTooLong, DropExactDuplicate, DropNormalizedDup,
 	}
@@ -88,17 +91,21 @@ func (c *curator) prepare(rec *trajectoryRecord, ev *rollout.CompressionEvent) c
 	if model == "" {
 		model = rec.CompressorModel
 	}
-	row := Row{
+	return c.pair(Row{
 		Kind:         ev.Kind,
 		Source:       SourceACON,
 		TaskID:       rec.TaskID,
 		Step:         int64(max(ev.Step, 0)),
 		GuidelineID:  ev.GuidelineID,
 		TeacherModel: model,
-	}
-	// x is the compressor input exactly as sent; only empty messages, which
-	// chat fine-tuning rejects, are left out.
-	for _, m := range ev.Input {
+	}, ev.Input, ev.Output)
+}
+
+// pair completes row with the compressor input x and the teacher's output
+// y. x is the input exactly as sent; only empty messages, which chat
+// fine-tuning rejects, are left out.
+func (c *curator) pair(row Row, input []llm.Message, output string) candidate {
+	for _, m := range input {
 		if strings.TrimSpace(m.Content) == "" {
 			continue
 		}
@@ -110,10 +117,10 @@ func (c *curator) prepare(rec *trajectoryRecord, ev *rollout.CompressionEvent) c
 	if len(row.Prompt) == 0 {
 		return candidate{drop: DropEmptyPrompt}
 	}
-	if strings.TrimSpace(ev.Output) == "" {
+	if strings.TrimSpace(output) == "" {
 		return candidate{drop: DropEmptyCompletion}
 	}
-	row.Completion = []Message{{Role: "assistant", Content: ev.Output}}
+	row.Completion = []Message{{Role: "assistant", Content: output}}
 	return c.finish(row)
 }
 

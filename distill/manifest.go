@@ -37,6 +37,9 @@ type Manifest struct {
 	Inputs  []InputFile     `json:"inputs"`
 
 	Trajectories TrajectoryCounts `json:"trajectories"`
+	// Workflows count the PAACE-Syn executions read, when synth runs were
+	// given.
+	Workflows *WorkflowCounts `json:"workflows,omitempty"`
 	// BadLines lists the first lines skipped with SkipBad (up to
 	// maxBadLines); Trajectories.BadLines counts them all.
 	BadLines []LineRef `json:"bad_lines,omitempty"`
@@ -66,7 +69,9 @@ type InputFile struct {
 	SHA256       string `json:"sha256"`
 	Lines        int    `json:"lines"`
 	Trajectories int    `json:"trajectories"`
-	BadLines     int    `json:"bad_lines"`
+	// Workflows counts the executions of a synth run's file.
+	Workflows int `json:"workflows,omitempty"`
+	BadLines  int `json:"bad_lines"`
 }
 
 // TrajectoryCounts count trajectories by outcome. Only successful ones,

@@ -13,9 +13,10 @@ import (
 	"unicode"
 )
 
-// KindPlanAware is the kind of PAACE-Syn rows; ACON rows have the kind of
-// their compression event (compress.KindHistory or KindObservation).
-const KindPlanAware = "plan_aware"
+// KindPlanAware is the kind of PAACE-FT rows: the plan-aware pairs
+// (Π_{t:t+k}, C_t) → C̃_t of PAACE-Syn workflows. ACON rows have the kind
+// of their compression event (compress.KindHistory or KindObservation).
+const KindPlanAware = "paace"
 
 // Row sources: ACON compression events, PAACE-Syn synthetic workflows.
 const (

@@ -358,7 +358,7 @@ func checkRowValues(row int, r *Row, vs *violations) {
 		checkMessageValue(row, "completion", i, m, completionRole, vs)
 	}
 	if !validKind[r.Kind] {
-		vs.add(row, "kind", "%q is not history, observation or plan_aware", r.Kind)
+		vs.add(row, "kind", "%q is not history, observation or paace", r.Kind)
 	}
 	if !validSource[r.Source] {
 		vs.add(row, "source", "%q is not acon or paace_syn", r.Source)

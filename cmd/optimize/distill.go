@@ -16,7 +16,8 @@ func distillCommand() *cli.Command {
 		Name:  "distill",
 		Usage: "export the teacher's compressions of a run as LoRA training data (JSONL, Parquet, card, recipes)",
 		Description: "Reads every trajectories.jsonl under --run except those of the test split (evaluations), keeps the compression events of trajectories in which\n" +
-			"the agent succeeded, redacts secrets, de-duplicates, drops rows over --max-length tokens, splits by task\n" +
+			"the agent succeeded, and with --synth the compressions of the workflows optimize synth run accepted (kind paace),\n" +
+			"redacts secrets, de-duplicates, drops rows over --max-length tokens, splits by task\n" +
 			"and writes the dataset into --out, replacing a previous build there only when complete.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "run directory (or rollout output directory) to read"},
@@ -30,6 +31,7 @@ func distillCommand() *cli.Command {
 			&cli.StringFlag{Name: "license", Usage: "the card's license `ID` (default: other, the teacher's terms apply)"},
 			&cli.StringFlag{Name: "license-link", Usage: "`URL` of the license text, for the card's license_link"},
 			&cli.StringSliceFlag{Name: "trajectories", Usage: "read this trajectories `FILE` instead of searching --run (repeatable)"},
+			&cli.StringSliceFlag{Name: "synth", Usage: "also read this optimize synth run output `DIR`: its accepted workflows' compressions become rows of kind paace (repeatable)"},
 		},
 		Action: distillBuild,
 		Subcommands: []*cli.Command{{
@@ -46,12 +48,12 @@ func distillBuild(c *cli.Context) error {
 		return badInput(fmt.Errorf("unexpected argument %q (did you mean: optimize distill validate %s?)", c.Args().First(), c.Args().First()))
 	}
 	run, out := c.String("run"), c.String("out")
-	files := c.StringSlice("trajectories")
+	files, synthRuns := c.StringSlice("trajectories"), c.StringSlice("synth")
 	switch {
 	case out == "":
 		return badInput(errors.New("--out is required"))
-	case run == "" && len(files) == 0:
-		return badInput(errors.New("--run or --trajectories is required"))
+	case run == "" && len(files) == 0 && len(synthRuns) == 0:
+		return badInput(errors.New("--run, --trajectories or --synth is required"))
 	}
 	if err := checkOutDir("out", out); err != nil {
 		return err
@@ -74,6 +76,7 @@ func distillBuild(c *cli.Context) error {
 		SkipBad:            c.Bool("skip-bad"),
 		Guideline:          c.String("guideline"),
 		Trajectories:       files,
+		Synth:              synthRuns,
 		License:            c.String("license"),
 		LicenseLink:        c.String("license-link"),
 	})

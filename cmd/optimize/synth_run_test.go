@@ -40,8 +40,24 @@ func TestSynthRun(t *testing.T) {
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
 	}
-	if sum.Executed != sum.Generated || sum.Executed == 0 || sum.Compressions == 0 || sum.Usage["judge"].Calls != 2*sum.Executed || !strings.Contains(stdout, "accepted") {
+	if sum.Executed != sum.Generated || sum.Executed == 0 || sum.Accepted == 0 || sum.Compressions == 0 || sum.Usage["judge"].Calls != 2*sum.Executed || !strings.Contains(stdout, "accepted") {
 		t.Fatalf("summary %+v\n%s", sum, stdout)
+	}
+	// The accepted workflows' compressions are paace rows of a dataset
+	// that optimize distill validate accepts.
+	ds := filepath.Join(dir, "ds")
+	if code, stdout, stderr := runCLI(t, "distill", "--synth", out, "--out", ds, "--validation-fraction", "0"); code != 0 {
+		t.Fatalf("distill: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	rows, err := os.ReadFile(filepath.Join(ds, "train.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(rows), `"kind":"paace"`); n != sum.TrainingPairs || n == 0 {
+		t.Fatalf("%d paace rows; the run counted %d training pairs", n, sum.TrainingPairs)
+	}
+	if code, stdout, stderr := runCLI(t, "distill", "validate", filepath.Join(ds, "train.jsonl"), filepath.Join(ds, "train.messages.jsonl"), filepath.Join(ds, "data", "train.parquet")); code != 0 {
+		t.Fatalf("distill validate: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	for _, tt := range []struct {
 		name string
