@@ -32,7 +32,10 @@ tools:
 
 # Each benchmark prints its figure: agent calls/s through the client against
 # the embedded model (50 ms per call, 64 in flight), incremental token
-# counting per step, the rollout step's non-LLM cost as the history grows,
+# counting per step, PAACE-Syn workflows generated and executed (dual
+# execution and acceptance filter) per second with the embedded model at
+# 2 ms per answer, and the peak heap at 10,000 workflows,
+# the rollout step's non-LLM cost as the history grows,
 # the PACE builder on a 5,000-chunk history, dataset export rows/s and peak
 # RSS against DuckDB, optimize serve's added latency, throughput against
 # nginx and memory under 2,000 held connections (bench/serve.sh, about 2.5
@@ -42,6 +45,7 @@ bench: build tools
 	$(GO) test -run '^$$' -bench 'AgentCallsThroughClient' -benchtime 3x ./llm/sim/
 	$(GO) test -run '^$$' -bench 'CounterIncremental' -benchtime 1x ./rollout/
 	$(GO) test -run '^$$' -bench 'GenerateEmbedded' -benchtime 10000x ./synth/
+	$(GO) test -run '^$$' -bench 'RunEmbedded' -benchtime 10000x -timeout 30m ./synth/
 	$(GO) test -run '^$$' -bench 'StepOverhead' -benchtime 5x ./rollout/
 	$(GO) test -run '^$$' -bench 'PACEBuilder' ./compress/
 	$(GO) test -run '^$$' -bench 'Count|TokenizerIncremental' ./llm/

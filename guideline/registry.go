@@ -22,6 +22,10 @@ const (
 	StepSeed = "seed" // the starting guideline of a run
 	StepUT   = "ut"   // utility step: recovers lost facts
 	StepCO   = "co"   // compression step: drops what was never used
+	// PAACE-Syn's evolutionary teacher-prompt search (optimize synth
+	// evolve): one parent rewritten, or two parents combined.
+	StepMutation  = "mutation"
+	StepCrossover = "crossover"
 )
 
 // Validation is the part of a Report kept with a stored guideline.
@@ -33,9 +37,12 @@ type Validation struct {
 
 // Record describes a stored guideline and where it came from.
 type Record struct {
-	ID          string             `json:"id"`
-	Kind        Kind               `json:"kind"`
-	Parent      string             `json:"parent,omitempty"`
+	ID     string `json:"id"`
+	Kind   Kind   `json:"kind"`
+	Parent string `json:"parent,omitempty"`
+	// Parents lists every parent, Parent first, when there are several
+	// (a crossover).
+	Parents     []string           `json:"parents,omitempty"`
 	Round       int                `json:"round"`
 	Step        string             `json:"step"`
 	FeedbackIDs []string           `json:"feedback_ids,omitempty"`
@@ -146,14 +153,14 @@ func checkRecord(rec *Record) error {
 		return fmt.Errorf("put guideline: %w", err)
 	}
 	switch rec.Step {
-	case StepSeed, StepUT, StepCO:
+	case StepSeed, StepUT, StepCO, StepMutation, StepCrossover:
 	case "":
 		if rec.Parent != "" {
-			return fmt.Errorf("put guideline: step is empty but parent is %s; want ut or co", rec.Parent)
+			return fmt.Errorf("put guideline: step is empty but parent is %s; want ut, co, mutation or crossover", rec.Parent)
 		}
 		rec.Step = StepSeed
 	default:
-		return fmt.Errorf("put guideline: unknown step %q; want seed, ut or co", rec.Step)
+		return fmt.Errorf("put guideline: unknown step %q; want seed, ut, co, mutation or crossover", rec.Step)
 	}
 	return nil
 }

@@ -10,25 +10,27 @@ import (
 // an older turn to fold (PAACE section 3: compression at every step).
 const synthHistoryThreshold = 1
 
-// SynthTeacher compiles the teacher prompt of optimize synth: file when
-// given, else the built-in plan-aware history prompt.
-func SynthTeacher(file string) (*compress.Prompt, error) {
+// SynthTeacherSource reads the teacher prompt of optimize synth: file
+// when given, else the built-in plan-aware history prompt.
+func SynthTeacherSource(file string) (src, origin string, err error) {
 	if file == "" {
-		src, origin, err := startingGuideline(&Job{}, guideline.KindHistory, builtinPlanAware)
-		if err != nil {
-			return nil, err
-		}
-		t, err := Compile(guideline.KindHistory, src, origin)
-		if err != nil {
-			return nil, err
-		}
-		return promptOf(t), nil
+		return startingGuideline(&Job{}, guideline.KindHistory, builtinPlanAware)
 	}
 	b, err := guideline.ReadSource(file)
 	if err != nil {
-		return nil, invalid(err)
+		return "", "", invalid(err)
 	}
-	t, err := Compile(guideline.KindHistory, string(b), "file:"+file)
+	return string(b), "file:" + file, nil
+}
+
+// SynthTeacher compiles the teacher prompt of optimize synth (see
+// SynthTeacherSource).
+func SynthTeacher(file string) (*compress.Prompt, error) {
+	src, origin, err := SynthTeacherSource(file)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Compile(guideline.KindHistory, src, origin)
 	if err != nil {
 		return nil, invalid(err)
 	}

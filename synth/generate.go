@@ -72,9 +72,10 @@ type Settings struct {
 	// Noise is the share of the input's lines that are irrelevant or
 	// redundant.
 	Noise Range[float64] `yaml:"noise" json:"noise"`
-	// Accept configures optimize synth run; it is no generation setting,
-	// so generate.json leaves it out.
+	// Accept and Evolve configure optimize synth run and evolve; they are
+	// no generation settings, so generate.json leaves them out.
 	Accept AcceptSettings `yaml:"accept" json:"-"`
+	Evolve EvolveSettings `yaml:"evolve" json:"-"`
 }
 
 // Defaults of Settings.
@@ -98,6 +99,7 @@ func (s Settings) WithDefaults() Settings {
 		v := DefaultThreshold
 		s.Accept.Threshold = &v
 	}
+	s.Evolve = s.Evolve.withDefaults()
 	return s
 }
 
@@ -125,6 +127,7 @@ func (s Settings) Problems() []Problem {
 	if t := s.Accept.Threshold; t != nil && !(*t >= 0) {
 		ps = append(ps, Problem{"accept.threshold", fmt.Sprintf("%v: want a cosine similarity of at least 0 (above 1 accepts nothing)", *t)})
 	}
+	ps = append(ps, s.Evolve.problems()...)
 	for i, d := range s.Domains {
 		if _, ok := domainByName(d); !ok {
 			ps = append(ps, Problem{fmt.Sprintf("domains[%d]", i), fmt.Sprintf("unknown domain %q; want one of %s", d, strings.Join(DomainNames(), ", "))})

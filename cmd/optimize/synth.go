@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/pipeline"
 	"github.com/ctxopt/ctxopt/synth"
 )
@@ -44,22 +46,83 @@ func synthCommand() *cli.Command {
 				&cli.IntFlag{Name: "limit", Usage: "execute only the first N workflows (0: all)"},
 			},
 			Action: synthRun,
+		}, {
+			Name:  "evolve",
+			Usage: "evolve the teacher prompt: a population scored on a sample of workflows, mutated and crossed by the optimizer role",
+			Description: "A population of synth.evolve.population teacher prompts (from --teacher, default the built-in plan-aware\n" +
+				"prompt) is scored on synth.evolve.sample workflows by a composite of success rate (share accepted), semantic\n" +
+				"fidelity and compression strength (synth.evolve.weights) over synth.evolve.generations generations; the best\n" +
+				"synth.evolve.elite survive and the optimizer writes the rest from the rejections and their reasons. Every prompt\n" +
+				"goes into --out/registry with its parents and scores; evolution.json holds the lineage and scores by generation.\n" +
+				"The best prompt (best.tmpl) is then the teacher of a run over every workflow into --out/run, the export\n" +
+				"optimize distill --synth reads. A re-run reuses every prompt's finished runs.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "job file (YAML)"},
+				&cli.StringFlag{Name: "workflows", Required: true, Usage: "optimize synth generate's output directory, or a workflows.jsonl"},
+				&cli.StringFlag{Name: "out", Required: true, Usage: "output directory (resumed when it holds a previous evolution)"},
+				&cli.StringFlag{Name: "teacher", Usage: "starting teacher prompt (a history guideline file); default: the built-in plan-aware prompt"},
+			},
+			Action: synthEvolve,
 		}},
 	}
 }
 
-func synthRun(c *cli.Context) error {
-	job, err := pipeline.LoadJob(c.String("config"))
+func synthEvolve(c *cli.Context) error {
+	src, origin, err := pipeline.SynthTeacherSource(c.String("teacher"))
 	if err != nil {
-		return badInput(err)
+		return inputOr(err)
 	}
-	wfs, err := workflowsFile(c.String("workflows"))
+	se, err := openSynth(c)
 	if err != nil {
-		return badInput(err)
-	}
-	if err := checkOutDir("out", c.String("out")); err != nil {
 		return err
 	}
+	defer se.rt.Close()
+	job, rt, meter, wfs, out := se.job, se.rt, se.meter, se.wfs, c.String("out")
+	reg, err := guideline.OpenRegistry(filepath.Join(out, synth.RegistryDir))
+	if err != nil {
+		return err
+	}
+	ev := &synth.Evolver{
+		Settings: job.Synth.Evolve, Seed: job.Seed, Registry: reg, Concurrency: job.Rollout.Concurrency,
+		Optimizer: meter.Wrap(rt.Optimizer),
+		Executor:  func(p *compress.Prompt) (*synth.Executor, error) { return rt.SynthExecutor(p, meter) },
+	}
+	sum, err := ev.Evolve(c.Context, src, origin, wfs, out)
+	if err != nil {
+		return synthError(err, out)
+	}
+	synth.PrintEvolveSummary(c.App.Writer, sum)
+	best, err := pipeline.SynthTeacher(filepath.Join(out, synth.BestFile))
+	if err != nil {
+		return err
+	}
+	x, err := rt.SynthExecutor(best, meter)
+	if err != nil {
+		return inputOr(err)
+	}
+	rs, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: filepath.Join(out, "run"), Concurrency: job.Rollout.Concurrency})
+	if err != nil {
+		return synthError(err, out)
+	}
+	fmt.Fprintf(c.App.Writer, "export with the best teacher (%s):\n", filepath.Join(out, "run"))
+	synth.PrintRunSummary(c.App.Writer, rs)
+	pipeline.PrintRoleStats(c.App.Writer, rt.RoleStats())
+	return nil
+}
+
+// synthError maps run and evolve errors to exit codes.
+func synthError(err error, out string) error {
+	var inv *synth.InvalidError
+	switch {
+	case errors.As(err, &inv) || errors.Is(err, synth.ErrForeignDir) || errors.Is(err, synth.ErrInvalidTeacher):
+		return badInput(err)
+	case errors.Is(err, pipeline.ErrBudget):
+		return fmt.Errorf("%w; the work so far is kept in %s: raise the budget and run the same command again to resume", err, out)
+	}
+	return err
+}
+
+func synthRun(c *cli.Context) error {
 	if n := c.Int("limit"); n < 0 {
 		return badInput(fmt.Errorf("--limit %d: want 0 (all) or a positive count", n))
 	}
@@ -67,32 +130,57 @@ func synthRun(c *cli.Context) error {
 	if err != nil {
 		return inputOr(err)
 	}
-	rt, err := pipeline.Open(c.Context, job)
-	if err != nil {
-		return inputOr(err)
-	}
-	defer rt.Close()
-	meter, err := pipeline.NewMeter(job.Budget, "")
+	se, err := openSynth(c)
 	if err != nil {
 		return err
 	}
+	defer se.rt.Close()
+	job, rt, meter, wfs := se.job, se.rt, se.meter, se.wfs
 	x, err := rt.SynthExecutor(teacher, meter)
 	if err != nil {
 		return inputOr(err)
 	}
 	sum, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: c.String("out"), Concurrency: job.Rollout.Concurrency, Limit: c.Int("limit")})
 	if err != nil {
-		if errors.Is(err, synth.ErrForeignDir) {
-			return badInput(err)
-		}
-		if errors.Is(err, pipeline.ErrBudget) {
-			return fmt.Errorf("%w; the executions so far are kept in %s: raise the budget and run the same command again to resume", err, c.String("out"))
-		}
-		return err
+		return synthError(err, c.String("out"))
 	}
 	synth.PrintRunSummary(c.App.Writer, sum)
 	pipeline.PrintRoleStats(c.App.Writer, rt.RoleStats())
 	return nil
+}
+
+// synthSetup is what optimize synth run and evolve work with.
+type synthSetup struct {
+	job   *pipeline.Job
+	wfs   string
+	rt    *pipeline.Runtime
+	meter *pipeline.Meter
+}
+
+// openSynth loads the job, checks --workflows and --out, and opens the
+// runtime (the caller closes it) and the budget meter.
+func openSynth(c *cli.Context) (*synthSetup, error) {
+	job, err := pipeline.LoadJob(c.String("config"))
+	if err != nil {
+		return nil, badInput(err)
+	}
+	wfs, err := workflowsFile(c.String("workflows"))
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if err := checkOutDir("out", c.String("out")); err != nil {
+		return nil, err
+	}
+	rt, err := pipeline.Open(c.Context, job)
+	if err != nil {
+		return nil, inputOr(err)
+	}
+	meter, err := pipeline.NewMeter(job.Budget, "")
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	return &synthSetup{job: job, wfs: wfs, rt: rt, meter: meter}, nil
 }
 
 // workflowsFile is path's workflows.jsonl when path is a directory.

@@ -69,6 +69,9 @@ func TestSynthRun(t *testing.T) {
 		{"bad threshold", []string{"--workflows", wf, "--config", writeJob(t, t.TempDir(), func(s string) string {
 			return strings.Replace(s, "threshold: 0.9 ", "threshold: -1 ", 1)
 		})}, "synth.accept.threshold"},
+		{"elite not below population", []string{"--workflows", wf, "--config", writeJob(t, t.TempDir(), func(s string) string {
+			return strings.Replace(s, "elite: 2 ", "elite: 8 ", 1)
+		})}, "synth.evolve.elite"},
 		{"another run's directory", []string{"--workflows", wf, "--out", out, "--config", writeJob(t, t.TempDir(), func(s string) string {
 			return strings.Replace(s, "threshold: 0.9 ", "threshold: 0.5 ", 1)
 		})}, "other settings"},
@@ -150,4 +153,35 @@ func killAfterLines(t *testing.T, cmd *exec.Cmd, file string, n int) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+}
+
+func TestSynthEvolve(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeJob(t, dir, func(s string) string {
+		s = strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 2", 1)
+		return strings.NewReplacer("population: 8\n", "population: 3\n", "generations: 3\n", "generations: 2\n",
+			"sample: 16 ", "sample: 4 ", "elite: 2 ", "elite: 1 ").Replace(s)
+	})
+	wf := synthGenerated(t, dir, cfg, "6")
+	out := filepath.Join(dir, "evo")
+	code, stdout, stderr := runCLI(t, "synth", "evolve", "--config", cfg, "--workflows", wf, "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var sum synth.EvolveSummary
+	if b, err := os.ReadFile(filepath.Join(out, synth.EvolutionFile)); err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("evolution.json: %v", err)
+	}
+	if len(sum.Generations) != 2 || sum.Settings.Population != 3 || !strings.Contains(stdout, "generation 1:") || !strings.Contains(stdout, "best: "+sum.Best.ID) {
+		t.Fatalf("summary %+v\n%s", sum, stdout)
+	}
+	// The best prompt is the export's teacher.
+	var run synth.RunConfig
+	if b, err := os.ReadFile(filepath.Join(out, "run", synth.RunSettingsFile)); err != nil || json.Unmarshal(b, &run) != nil || run.TeacherGuideline != sum.Best.ID {
+		t.Fatalf("export teacher %q, best %s (%v)", run.TeacherGuideline, sum.Best.ID, err)
+	}
+	code, stdout, stderr = runCLI(t, "guideline", "list", "--registry", filepath.Join(out, synth.RegistryDir))
+	if code != 0 || !strings.Contains(stdout, sum.Best.ID) {
+		t.Fatalf("guideline list: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 }

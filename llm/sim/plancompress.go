@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -146,6 +147,11 @@ func planHistory(prompt string) string {
 	prev, _ := between(prompt, "[Previous summary]", "[Turns since the previous summary]")
 	turns, _ := between(prompt, "[Turns since the previous summary]", "\nReturn only the summary")
 	src := prev + "\n" + turns
+	// The guideline's own text: before the sections, and from the closing
+	// line on (where an optimizer puts its Rules).
+	head, _, _ := strings.Cut(prompt, "[Instruction]")
+	_, tail, _ := strings.Cut(prompt, "\nReturn only the summary")
+	kinds := namedKinds(head + "\n" + tail)
 	var b strings.Builder
 	b.WriteString("FACTS FOR THE NEXT STEPS:\n")
 	seen := map[string]bool{}
@@ -154,13 +160,14 @@ func planHistory(prompt string) string {
 		if seen[f.key()] || f.Form == 3 {
 			continue
 		}
+		keep := slices.Contains(kinds, asciiLower(f.Rel))
 		for _, q := range window {
-			if f.about(q) {
-				seen[f.key()] = true
-				fmt.Fprintf(&b, "- %s of %s: %s\n", f.Rel, f.Ent, f.Ans)
-				n++
-				break
-			}
+			keep = keep || f.about(q)
+		}
+		if keep {
+			seen[f.key()] = true
+			fmt.Fprintf(&b, "- %s of %s: %s\n", f.Rel, f.Ent, f.Ans)
+			n++
 		}
 	}
 	if n == 0 {
@@ -186,6 +193,25 @@ func planHistory(prompt string) string {
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// namedKinds are the kinds of fact that verbatim directives of instr name
+// ("copy word for word every sentence that gives the founder or date of an
+// entity"): the plan-aware compressor keeps facts of those kinds whatever
+// the plan window. A directive that names no kind (the built-in "the
+// facts ... stated exactly") does not widen the window.
+func namedKinds(instr string) []string {
+	var out []string
+	for _, c := range clauses(asciiLower(instr)) {
+		if kind, rels := readFactClause(c); kind == factVerbatim {
+			for _, r := range rels {
+				if !slices.Contains(out, r) {
+					out = append(out, r)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // planObservation keeps the observation's fact sentences about the plan
