@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -257,13 +258,23 @@ type HTTPEnv struct {
 	tools   []ToolSpec
 	tasks   map[string][]Task
 	version string
+	red     Redactor // nil: only the header values are scrubbed
 }
 
 var _ Environment = (*HTTPEnv)(nil)
 
+// Redactor replaces secrets in text (distill.Redactor is one). The HTTP
+// environment quotes the server's replies in its errors, which reach logs
+// and trajectories, so they go through it first.
+type Redactor interface {
+	Redact(s string) (string, map[string]int)
+}
+
 // NewHTTP applies cfg's preset, validates it, and loads the tools and
-// tasks (fetching them when the config names endpoints).
-func NewHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPEnv, error) {
+// tasks (fetching them when the config names endpoints). Replies and URLs
+// quoted in errors are redacted by red (may be nil) and never carry the
+// values of the configured headers.
+func NewHTTP(ctx context.Context, cfg HTTPConfig, red Redactor) (*HTTPEnv, error) {
 	cfg, err := cfg.WithPreset()
 	if err != nil {
 		return nil, err
@@ -271,7 +282,7 @@ func NewHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPEnv, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &HTTPEnv{cfg: cfg, client: &http.Client{}, tasks: map[string][]Task{}, headers: http.Header{}}
+	e := &HTTPEnv{cfg: cfg, client: &http.Client{}, tasks: map[string][]Task{}, headers: http.Header{}, red: red}
 	for _, h := range slices.Sorted(maps.Keys(cfg.HeadersEnv)) {
 		v := os.Getenv(cfg.HeadersEnv[h])
 		if v == "" {
@@ -370,7 +381,7 @@ func (e *HTTPEnv) value(reply []byte, endpoint, field, path string) (gjson.Resul
 	v := gjson.GetBytes(reply, full)
 	if !v.Exists() {
 		return v, fmt.Errorf("env http: %s reply has no value at %q (env.http.%s.%s); reply: %s",
-			endpoint, full, endpoint, field, clip(reply, 300))
+			endpoint, full, endpoint, field, e.quote(reply))
 	}
 	return v, nil
 }
@@ -393,11 +404,49 @@ func observationText(v gjson.Result) string {
 	return v.Raw
 }
 
-func clip(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
+// Bounds of a reply quoted in an error: the part redacted, and the part
+// shown. Redacting more than is shown keeps a secret that straddles the
+// shown end whole for the redactor.
+const (
+	quoteRedacted = 16 << 10
+	quoteShown    = 300
+)
+
+// quote is a reply (or URL) as an error may show it: redacted, the values
+// of the configured headers (tokens a server may echo) replaced, and cut
+// to quoteShown bytes on a UTF-8 boundary.
+func (e *HTTPEnv) quote(b []byte) string {
+	s := clip(string(b), quoteRedacted)
+	for _, vs := range e.headers {
+		for _, v := range vs {
+			if v != "" {
+				s = strings.ReplaceAll(s, v, "[REDACTED:header]")
+			}
+		}
 	}
-	return string(b[:n]) + "…"
+	if e.red != nil {
+		s, _ = e.red.Redact(s)
+	}
+	return clip(s, quoteShown)
+}
+
+// quoteURL redacts the URL net/http errors quote (a token in the query).
+func (e *HTTPEnv) quoteURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = e.quote([]byte(ue.URL))
+	}
+	return err
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // call sends one request, retrying per the LLM clients' rules (408, 429,
@@ -430,10 +479,10 @@ func (e *HTTPEnv) callAttempts(ctx, actx context.Context, name string, ep *HTTPE
 			return nil, fmt.Errorf("env http %s: %w", name, ctx.Err())
 		}
 		if !errors.Is(err, context.DeadlineExceeded) && !llm.Retryable(err, status) {
-			return nil, fmt.Errorf("env http %s: %s %s: %w", name, ep.method(), u, err)
+			return nil, fmt.Errorf("env http %s: %s %s: %w", name, ep.method(), e.quote([]byte(u)), err)
 		}
 		if n >= max(e.cfg.MaxRetries, 0) {
-			return nil, fmt.Errorf("env http %s: %w: %s %s after %d attempts: %w", name, llm.ErrUnavailable, ep.method(), u, n+1, err)
+			return nil, fmt.Errorf("env http %s: %w: %s %s after %d attempts: %w", name, llm.ErrUnavailable, ep.method(), e.quote([]byte(u)), n+1, err)
 		}
 		wait := llm.RetryDelay(n, retryAfter)
 		slog.Debug("env http retry", "call", name, "attempt", n+1, "status", status, "err", err, "wait", wait)
@@ -460,7 +509,7 @@ func (e *HTTPEnv) attempt(ctx context.Context, method, u string, body []byte) (r
 	}
 	req, err := http.NewRequestWithContext(actx, method, u, rd)
 	if err != nil {
-		return nil, 0, "", err
+		return nil, 0, "", e.quoteURL(err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -471,7 +520,7 @@ func (e *HTTPEnv) attempt(ctx context.Context, method, u string, body []byte) (r
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, 0, "", err
+		return nil, 0, "", e.quoteURL(err)
 	}
 	defer resp.Body.Close()
 	reply, err = io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
@@ -481,11 +530,11 @@ func (e *HTTPEnv) attempt(ctx context.Context, method, u string, body []byte) (r
 	retryAfter = resp.Header.Get("Retry-After")
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, resp.StatusCode, retryAfter, fmt.Errorf("status %d: %s", resp.StatusCode, clip(reply, 300))
+		return nil, resp.StatusCode, retryAfter, fmt.Errorf("status %d: %s", resp.StatusCode, e.quote(reply))
 	case len(reply) > maxReplyBytes:
 		return nil, resp.StatusCode, "", fmt.Errorf("reply larger than %d bytes", maxReplyBytes)
 	case !gjson.ValidBytes(reply):
-		return nil, resp.StatusCode, retryAfter, fmt.Errorf("%w: %s", errNotJSON, clip(reply, 300))
+		return nil, resp.StatusCode, retryAfter, fmt.Errorf("%w: %s", errNotJSON, e.quote(reply))
 	}
 	return reply, resp.StatusCode, "", nil
 }

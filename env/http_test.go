@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/internal/fakeenv"
 	"github.com/ctxopt/ctxopt/llm"
@@ -73,7 +78,7 @@ func TestHTTPEpisodes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			defer tt.srv.Close()
 			ctx := context.Background()
-			e, err := env.NewHTTP(ctx, tt.cfg(tt.srv))
+			e, err := env.NewHTTP(ctx, tt.cfg(tt.srv), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +145,7 @@ func TestHTTPReplyShape(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			defer tt.srv.Close()
 			ctx := context.Background()
-			e, err := env.NewHTTP(ctx, tt.cfg(tt.srv))
+			e, err := env.NewHTTP(ctx, tt.cfg(tt.srv), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +180,7 @@ func TestHTTPRetries(t *testing.T) {
 			srv := fakeenv.NewGeneric(tasks, tt.opts)
 			defer srv.Close()
 			ctx := context.Background()
-			e, err := env.NewHTTP(ctx, genericConfig(srv))
+			e, err := env.NewHTTP(ctx, genericConfig(srv), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +215,7 @@ func TestHTTPConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := env.NewHTTP(context.Background(), tt.cfg)
+			_, err := env.NewHTTP(context.Background(), tt.cfg, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
@@ -219,7 +224,7 @@ func TestHTTPConfigErrors(t *testing.T) {
 	t.Run("bad tasks file line", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "tasks.jsonl")
 		os.WriteFile(path, []byte(`{"id":"a","prompt":"p","split":"train"}`+"\n"+`{"id":"b","prompt":"p"}`+"\n"), 0o644)
-		_, err := env.NewHTTP(context.Background(), env.HTTPConfig{Preset: "appworld", BaseURL: "http://127.0.0.1:1", TasksFile: path})
+		_, err := env.NewHTTP(context.Background(), env.HTTPConfig{Preset: "appworld", BaseURL: "http://127.0.0.1:1", TasksFile: path}, nil)
 		if err == nil || !strings.Contains(err.Error(), "tasks.jsonl:2: task b: \"split\"") {
 			t.Fatalf("err = %v, want the file, line and field", err)
 		}
@@ -234,15 +239,75 @@ func TestHTTPHeaders(t *testing.T) {
 	defer srv.Close()
 	cfg := genericConfig(srv)
 	cfg.HeadersEnv = map[string]string{"Authorization": "CTXOPT_TEST_ENV_TOKEN"}
-	if _, err := env.NewHTTP(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "env.http.headers_env.Authorization") || !strings.Contains(err.Error(), "CTXOPT_TEST_ENV_TOKEN") {
+	if _, err := env.NewHTTP(context.Background(), cfg, nil); err == nil || !strings.Contains(err.Error(), "env.http.headers_env.Authorization") || !strings.Contains(err.Error(), "CTXOPT_TEST_ENV_TOKEN") {
 		t.Fatalf("unset variable: %v", err)
 	}
 	t.Setenv("CTXOPT_TEST_ENV_TOKEN", "Bearer wrong-token")
-	if _, err := env.NewHTTP(context.Background(), cfg); err == nil || strings.Contains(err.Error(), "wrong-token") {
+	if _, err := env.NewHTTP(context.Background(), cfg, nil); err == nil || strings.Contains(err.Error(), "wrong-token") {
 		t.Fatalf("wrong token: %v, want a 401 error without the token", err)
 	}
 	t.Setenv("CTXOPT_TEST_ENV_TOKEN", "Bearer s3cret-token")
-	if _, err := env.NewHTTP(context.Background(), cfg); err != nil {
+	if _, err := env.NewHTTP(context.Background(), cfg, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHTTPErrorsRedacted: the replies and URLs an error quotes lose the
+// configured header values and every secret the project's redaction
+// knows, and stay short whatever the server sent.
+func TestHTTPErrorsRedacted(t *testing.T) {
+	token := "Bearer " + strings.Repeat("s3cR", 6)
+	openai := "sk-proj-" + strings.Repeat("Q7wLm2Xp", 6)
+	google := "AIza" + "SyD8" + strings.Repeat("k3Jq", 7) + "x9Z"
+	password := "hunter2-" + "Blue!"
+	echo := fmt.Sprintf(`{"echo": {"auth": %q, "key": %q, "db": {"password": %q}}, "pad": %q}`,
+		token, openai, password, strings.Repeat("x", 100<<10))
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		query  string // appended to the base URL
+	}{
+		{name: "error status", status: http.StatusBadRequest, body: echo},
+		{name: "no value at the items path", status: http.StatusOK, body: echo},
+		{name: "not JSON", status: http.StatusOK, body: "oops " + echo[:200]},
+		{name: "unreachable, key in the URL", query: "?key=" + google},
+	}
+	t.Setenv("CTXOPT_TEST_ENV_TOKEN", token)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			base := srv.URL
+			if tt.status == 0 {
+				srv.Close() // nothing listens: the dial error quotes the URL
+			} else {
+				defer srv.Close()
+			}
+			cfg := env.HTTPConfig{
+				Preset: "generic", BaseURL: base + "/" + tt.query, Timeout: 5 * time.Second, MaxRetries: -1,
+				Tasks:         &env.HTTPEndpoint{Method: "GET", Path: "/tasks", Items: "tasks"},
+				ToolsEndpoint: &env.HTTPEndpoint{Method: "GET", Path: "/tools", Items: "tools"},
+				HeadersEnv:    map[string]string{"Authorization": "CTXOPT_TEST_ENV_TOKEN"},
+			}
+			_, err := env.NewHTTP(context.Background(), cfg, distill.NewRedactor(false))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			for _, secret := range []string{strings.TrimPrefix(token, "Bearer "), openai, google, password} {
+				if strings.Contains(msg, secret) {
+					t.Errorf("the error quotes %q: %s", secret, msg)
+				}
+			}
+			if len(msg) > 1000 {
+				t.Errorf("the error is %d bytes long", len(msg))
+			}
+			if !strings.Contains(msg, "REDACTED") {
+				t.Errorf("nothing was redacted: %s", msg)
+			}
+		})
 	}
 }

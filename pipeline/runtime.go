@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/llm"
@@ -30,7 +31,7 @@ type Environment interface {
 func openEnv(ctx context.Context, spec EnvSpec) (Environment, error) {
 	switch spec.Name {
 	case EnvHTTP:
-		return env.NewHTTP(ctx, *spec.HTTP)
+		return env.NewHTTP(ctx, *spec.HTTP, distill.NewRedactor(false))
 	case EnvOffice:
 		return env.NewOffice(env.OfficeOptions{StepLimit: spec.StepLimit})
 	}
