@@ -9,10 +9,10 @@ build:
 # The main job on the embedded offline model: no key, no network.
 demo: build
 	./$(BIN) run --config jobs/demo.yaml --out runs/demo
-	./$(BIN) eval --config jobs/demo.yaml --split train --registry runs/demo/guidelines \
+	./$(BIN) eval --config jobs/demo.yaml --split train --run runs/demo \
 	  --candidate none=none --candidate fifo=fifo --candidate retrieval=retrieval \
 	  --candidate llmlingua=llmlingua --candidate prompting=prompting \
-	  --candidate guideline=guideline,guideline=$$(sed -n 's/.*"selected_guideline": *"\([^"]*\)".*/\1/p' runs/demo/summary.json) \
+	  --candidate guideline=guideline,guideline=selected \
 	  --candidate pace=pace --candidate plan-aware=plan-aware --out runs/demo-strategies
 
 # A real model in the loop (llama.cpp serving Gemma 3 270M on loopback) and

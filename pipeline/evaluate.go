@@ -2,10 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -24,6 +26,47 @@ type EvalOptions struct {
 	Reference string
 	// Registry resolves guideline=ID; empty allows files only.
 	Registry string
+	// Run is an `optimize run` directory: its registry resolves
+	// guideline=ID, and guideline=selected names the guideline it selected.
+	Run string
+}
+
+// Selected is the guideline reference, in a candidate spec, to the
+// guideline a run selected (EvalOptions.Run).
+const Selected = "selected"
+
+// SummaryFile is the summary `optimize run` writes into its directory.
+const SummaryFile = "summary.json"
+
+// withRun resolves opt.Run: the run's registry, and its selected
+// guideline wherever a spec names Selected.
+func withRun(opt EvalOptions) (EvalOptions, error) {
+	if opt.Run == "" {
+		return opt, nil
+	}
+	if opt.Registry != "" {
+		return opt, invalid(fmt.Errorf("--run %s and --registry %s: give one (a run's registry is its guidelines directory)", opt.Run, opt.Registry))
+	}
+	b, err := os.ReadFile(filepath.Join(opt.Run, SummaryFile))
+	if err != nil {
+		return opt, invalid(fmt.Errorf("--run %s: %w; give the directory of an optimize run", opt.Run, err))
+	}
+	var sum RunSummary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return opt, invalid(fmt.Errorf("--run %s: %s: %w", opt.Run, SummaryFile, err))
+	}
+	specs := slices.Clone(opt.Specs)
+	for i, sp := range specs {
+		if sp.Guideline != Selected {
+			continue
+		}
+		if sum.SelectedGuideline == "" {
+			return opt, invalid(fmt.Errorf("candidate %s: the run in %s has selected no guideline yet (it finished no round)", sp.Name, opt.Run))
+		}
+		specs[i].Guideline = sum.SelectedGuideline
+	}
+	opt.Specs, opt.Registry = specs, filepath.Join(opt.Run, "guidelines")
+	return opt, nil
 }
 
 // Evaluate runs `optimize eval`: every candidate on the same tasks of the
@@ -35,6 +78,10 @@ func Evaluate(ctx context.Context, job *Job, opt EvalOptions, outDir string) (*e
 	}
 	if opt.Split != "train" && opt.Split != "test" {
 		return nil, invalid(fmt.Errorf("--split %q: want train or test", opt.Split))
+	}
+	opt, err := withRun(opt)
+	if err != nil {
+		return nil, err
 	}
 	rt, err := Open(ctx, job)
 	if err != nil {
@@ -187,8 +234,11 @@ func loadGuideline(ref string, reg *guideline.Registry, only guideline.Kind) (*c
 		return nil, "", fmt.Errorf("guideline %s: %w", ref, err)
 	case reg == nil:
 		hint := ""
-		if !strings.ContainsAny(ref, `/\.`) {
-			hint = "; to use a registry id give --registry DIR"
+		switch {
+		case ref == Selected:
+			hint = "; to take the guideline a run selected give --run DIR"
+		case !strings.ContainsAny(ref, `/\.`):
+			hint = "; to use a registry id give --registry DIR or --run DIR"
 		}
 		return nil, "", fmt.Errorf("guideline %s: no such file%s", ref, hint)
 	default:

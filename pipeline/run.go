@@ -445,7 +445,7 @@ func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummar
 func (p *runner) writeSummary(sum *RunSummary) error {
 	sum.Spent, sum.SpentThisRun = p.meter.Snapshot(), p.meter.ThisRun()
 	sum.Roles = p.rt.RoleStats()
-	return rollout.WriteJSON(filepath.Join(p.dir, "summary.json"), sum)
+	return rollout.WriteJSON(filepath.Join(p.dir, SummaryFile), sum)
 }
 
 // compiled is a registered guideline; src and g are empty when it failed

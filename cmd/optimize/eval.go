@@ -28,6 +28,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "samples", Value: 1, Usage: "samples per task (seeded; they differ at temperature > 0)"},
 			&cli.StringFlag{Name: "reference", Usage: "candidate the others are compared with (default: the first)"},
 			&cli.StringFlag{Name: "registry", Usage: "guideline registry `DIR` for guideline=ID"},
+			&cli.StringFlag{Name: "run", Usage: "optimize run `DIR`: its registry for guideline=ID, and guideline=" + pipeline.Selected + " for the guideline it selected"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "evaluation directory"},
 		},
 		Action: func(c *cli.Context) error {
@@ -41,7 +42,7 @@ func evalCommand() *cli.Command {
 			}
 			res, err := pipeline.Evaluate(c.Context, job, pipeline.EvalOptions{
 				Specs: specs, Split: c.String("split"), Samples: c.Int("samples"),
-				Reference: c.String("reference"), Registry: c.String("registry"),
+				Reference: c.String("reference"), Registry: c.String("registry"), Run: c.String("run"),
 			}, c.String("out"))
 			if err != nil {
 				if errors.Is(err, pipeline.ErrBudget) {

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/pipeline"
 )
 
 // validate warns, for a job whose compressor is the embedded model, about a
@@ -97,5 +101,66 @@ func TestDistillRunSkipsEvaluation(t *testing.T) {
 	}
 	if rows == 0 {
 		t.Fatal("no rows at all")
+	}
+}
+
+// optimize eval --run takes a run's registry and resolves
+// guideline=selected to the guideline the run selected; the two ways of
+// naming a registry conflict, and selected without a run is an error
+// that says what to give.
+func TestEvalRunSelected(t *testing.T) {
+	dir := t.TempDir()
+	cfg := evalJob(t, dir)
+	run := filepath.Join(dir, "run")
+	reg, err := guideline.OpenRegistry(filepath.Join(run, "guidelines"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("../../templates/history_prompting.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := reg.Put(guideline.Record{Kind: guideline.KindHistory, Source: "test"}, string(src)+"Keep every fact word for word.\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(pipeline.RunSummary{Job: "demo", SelectedGuideline: rec.ID})
+	if err := os.WriteFile(filepath.Join(run, pipeline.SummaryFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "ev")
+	code, stdout, stderr := runCLI(t, "eval", "--config", cfg, "--run", run, "--out", out,
+		"--candidate", "prompting=prompting", "--candidate", "selected=guideline,guideline=selected")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	res, err := eval.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel, ok := res.Arm("selected"); !ok || sel.HistoryGuidelineID != rec.ID {
+		t.Fatalf("selected arm %+v, want guideline %s", sel, rec.ID)
+	}
+
+	bad := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"run and registry", []string{"--run", run, "--registry", reg.Dir()}, "give one"},
+		{"not a run", []string{"--run", dir}, "give the directory of an optimize run"},
+		{"selected without a run", nil, "give --run DIR"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"eval", "--config", cfg, "--out", filepath.Join(dir, "bad"), "--candidate", "s=guideline,guideline=selected"}, tt.args...)
+			code, _, stderr := runCLI(t, args...)
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q, want 2 and %q", code, stderr, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "bad")); err == nil {
+				t.Error("bad input left an output directory")
+			}
+		})
 	}
 }
