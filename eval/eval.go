@@ -65,8 +65,11 @@ type Options struct {
 	Concurrency int
 	// TaskSet identifies the tasks (dataset version and task contents), so
 	// results from another task set are never paired.
-	TaskSet       string
+	TaskSet string
+	// EmbeddedModel is true when the embedded offline model played every
+	// role; EmbeddedRoles names the roles it played.
 	EmbeddedModel bool
+	EmbeddedRoles []string
 }
 
 // Outcome is what an evaluation keeps of one run of one task.
@@ -97,6 +100,7 @@ type Summary struct {
 	Tasks         []string `json:"tasks"`
 	Reference     string   `json:"reference"`
 	EmbeddedModel bool     `json:"embedded_model"`
+	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
 	Resamples     int      `json:"bootstrap_resamples"`
 	Candidates    []Arm    `json:"candidates"`
 }
@@ -160,7 +164,7 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 	}
 	sum := Summary{
 		Split: opt.Split, Samples: opt.Samples, Seed: opt.Seed, TaskSet: opt.TaskSet,
-		Reference: opt.Reference, EmbeddedModel: opt.EmbeddedModel, Resamples: Resamples,
+		Reference: opt.Reference, EmbeddedModel: opt.EmbeddedModel, EmbeddedRoles: opt.EmbeddedRoles, Resamples: Resamples,
 	}
 	for _, t := range tasks {
 		sum.Tasks = append(sum.Tasks, t.ID)
@@ -176,7 +180,7 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 			// reaches the models (at temperature > 0 samples differ).
 			agent := *c.Agent
 			agent.Sample = s
-			r := &rollout.Runner{Agent: &agent, Concurrency: opt.Concurrency, EmbeddedModel: opt.EmbeddedModel, Progress: prog}
+			r := &rollout.Runner{Agent: &agent, Concurrency: opt.Concurrency, EmbeddedModel: opt.EmbeddedModel, EmbeddedRoles: opt.EmbeddedRoles, Progress: prog}
 			res, err := r.RunDir(ctx, tasks, filepath.Join(dir, rolloutsDir, c.Spec.Name, fmt.Sprintf("sample-%d", s)))
 			if err != nil {
 				prog.Finish()

@@ -126,7 +126,7 @@ func Evaluate(ctx context.Context, job *Job, opt EvalOptions, outDir string) (*e
 	}
 	return eval.Run(ctx, cands, tasks, outDir, eval.Options{
 		Split: opt.Split, Samples: opt.Samples, Seed: job.Seed, Reference: opt.Reference,
-		Concurrency: job.Rollout.Concurrency, TaskSet: rt.taskSet(opt.Split, tasks), EmbeddedModel: rt.EmbeddedModel,
+		Concurrency: job.Rollout.Concurrency, TaskSet: rt.taskSet(opt.Split, tasks), EmbeddedModel: rt.EmbeddedModel, EmbeddedRoles: rt.EmbeddedRoles,
 	})
 }
 

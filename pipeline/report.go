@@ -19,8 +19,8 @@ import (
 func Report(w io.Writer, runDir string, sum *RunSummary) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# ctxopt run: %s\n\n", sum.Job)
-	if sum.EmbeddedModel {
-		b.WriteString(report.EmbeddedNotice + "\n\n")
+	if n := report.ModelNotice(sum.EmbeddedModel, sum.EmbeddedRoles); n != "" {
+		b.WriteString(n + "\n\n")
 	}
 	fmt.Fprintf(&b, "Optimized: the %s guideline.\n\n", sum.Kind)
 	headline(&b, sum)

@@ -36,9 +36,10 @@ type StageSummary struct {
 
 // RunSummary is DIR/summary.json of `optimize run`.
 type RunSummary struct {
-	Job           string `json:"job"`
-	EmbeddedModel bool   `json:"embedded_model"`
-	Kind          string `json:"kind"`
+	Job           string   `json:"job"`
+	EmbeddedModel bool     `json:"embedded_model"`
+	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
+	Kind          string   `json:"kind"`
 	// Baseline runs without compression, Prompting with the starting
 	// guideline, FIFO keeps the last turns; UT and UTCO are the last round's.
 	Baseline          StageSummary `json:"baseline"`
@@ -246,7 +247,7 @@ func (p *runner) keep(src string, t *guideline.Template) {
 
 func (p *runner) run() (*RunSummary, error) {
 	job := p.job
-	sum := &RunSummary{Job: job.Name, EmbeddedModel: p.rt.EmbeddedModel, Kind: string(p.kind)}
+	sum := &RunSummary{Job: job.Name, EmbeddedModel: p.rt.EmbeddedModel, EmbeddedRoles: p.rt.EmbeddedRoles, Kind: string(p.kind)}
 	sum.Projected = Project(job, len(p.train))
 	sum.Projected.Log()
 	if err := sum.Projected.Check(job.Budget); err != nil {
@@ -380,7 +381,7 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 	dir := evalDir(p.dir)
 	opt := eval.Options{
 		Split: "test", Samples: 1, Seed: p.job.Seed, Reference: evalPrompting, Concurrency: p.job.Rollout.Concurrency,
-		TaskSet: p.rt.taskSet("test", test), EmbeddedModel: p.rt.EmbeddedModel,
+		TaskSet: p.rt.taskSet("test", test), EmbeddedModel: p.rt.EmbeddedModel, EmbeddedRoles: p.rt.EmbeddedRoles,
 	}
 	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "dataset": p.rt.Env.Version(), "options": opt, "roles": p.job.Roles}
 	res, err := stage(p.dir, p.meter, stageSpec[*eval.Result]{

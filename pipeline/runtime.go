@@ -51,8 +51,10 @@ type Runtime struct {
 	Generator  *llm.Client
 	Tokenizer  *llm.Tokenizer
 	// EmbeddedModel is true when every role the job uses is served by the
-	// embedded model; reports say so.
+	// embedded model; EmbeddedRoles names the used roles it serves. Reports
+	// say so.
 	EmbeddedModel bool
+	EmbeddedRoles []string
 
 	cache     *llm.Cache
 	sim       *sim.Server
@@ -81,10 +83,12 @@ func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 	roles := &rt.roles
 	// Reports call the figures the embedded model's only when it played
 	// every role the job uses; one real endpoint makes them a mix.
-	rt.EmbeddedModel = true
 	for _, name := range UsedRoles {
-		rt.EmbeddedModel = rt.EmbeddedModel && roles.get(name).BaseURL == Embedded
+		if roles.get(name).BaseURL == Embedded {
+			rt.EmbeddedRoles = append(rt.EmbeddedRoles, name)
+		}
 	}
+	rt.EmbeddedModel = len(rt.EmbeddedRoles) == len(UsedRoles)
 	err = roles.each(func(_ string, c *llm.RoleConfig) error { return rt.resolveEmbedded(ctx, c) })
 	if err != nil {
 		return nil, err
@@ -221,7 +225,7 @@ func (rt *Runtime) NewAgent(s *compress.Strategy) *rollout.Agent {
 
 // Runner returns a runner of agent with the job's concurrency.
 func (rt *Runtime) Runner(agent *rollout.Agent, label string) *rollout.Runner {
-	return &rollout.Runner{Agent: agent, Concurrency: rt.Job.Rollout.Concurrency, Label: label, EmbeddedModel: rt.EmbeddedModel}
+	return &rollout.Runner{Agent: agent, Concurrency: rt.Job.Rollout.Concurrency, Label: label, EmbeddedModel: rt.EmbeddedModel, EmbeddedRoles: rt.EmbeddedRoles}
 }
 
 // Strategy builds strategy name from the job's compression section. hist

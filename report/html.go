@@ -35,7 +35,7 @@ th{background:#f3f3f3;cursor:pointer;user-select:none}td:first-child,th:first-ch
 </head>
 <body>
 <h1>{{.Title}}</h1>
-{{if .Embedded}}<p class="notice">{{.Notice}}</p>{{end}}
+{{if .Notice}}<p class="notice">{{.Notice}}</p>{{end}}
 <p>{{.Intro}}</p>
 <h2>Plots</h2>
 <p>Hover a point for its values; click a legend entry to hide or show a candidate.</p>
@@ -108,13 +108,12 @@ func WriteHTML(path string, res *eval.Result, plots []Plot, title string) error 
 	s := res.Summary
 	data := struct {
 		Title, Notice, Reference, Intro string
-		Embedded                        bool
 		Plots                           []template.HTML
 		Candidates, Comparisons, Diffs  htmlTable
 		Variance, PerTask               *htmlTable
 		Pairs                           []Disagreement
 	}{
-		Title: title, Notice: EmbeddedNotice, Reference: s.Reference, Embedded: s.EmbeddedModel,
+		Title: title, Notice: ModelNotice(s.EmbeddedModel, s.EmbeddedRoles), Reference: s.Reference,
 		Intro:      intro(s),
 		Candidates: candidatesTable(res).html(), Comparisons: comparisonsTable(res).html(), Diffs: diffsTable(res).html(),
 		Pairs: Disagreements(res),

@@ -23,8 +23,33 @@ const (
 	PlotsDir     = "plots"
 )
 
-// EmbeddedNotice opens every report made with the embedded model.
+// EmbeddedNotice opens every report made with the embedded model in
+// every role.
 const EmbeddedNotice = "Every role was played by the embedded offline model (llm/sim), not a real LLM: the figures show the pipeline's mechanics, not a model's quality."
+
+// ModelNotice opens a report: EmbeddedNotice when the embedded model
+// played every role (all), the roles it played when it played some, and
+// "" when every model was real.
+func ModelNotice(all bool, roles []string) string {
+	switch {
+	case all:
+		return EmbeddedNotice
+	case len(roles) > 0:
+		return fmt.Sprintf("The embedded offline model (llm/sim), not a real LLM, played these roles: %s; real models played the others. What those roles did shows the pipeline's mechanics, not a model's quality.", strings.Join(roles, ", "))
+	}
+	return ""
+}
+
+// modelsLine is ModelNotice in brief, for the tables printed on a terminal.
+func modelsLine(all bool, roles []string) string {
+	switch {
+	case all:
+		return "(models: the embedded offline model, not a real LLM)"
+	case len(roles) > 0:
+		return "(models: the embedded offline model, not a real LLM, as " + strings.Join(roles, ", ") + "; real models otherwise)"
+	}
+	return ""
+}
 
 // maxDisagreements bounds the tasks shown side by side per comparison.
 const maxDisagreements = 40
@@ -37,8 +62,8 @@ func Write(dir string, res *eval.Result, title string) error {
 	}
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# %s\n\n", title)
-	if res.Summary.EmbeddedModel {
-		md.WriteString(EmbeddedNotice + "\n\n")
+	if n := ModelNotice(res.Summary.EmbeddedModel, res.Summary.EmbeddedRoles); n != "" {
+		md.WriteString(n + "\n\n")
 	}
 	Markdown(&md, res, plots, PlotsDir)
 	if err := atomicfile.WriteFile(filepath.Join(dir, MarkdownFile), md.Bytes(), 0o644); err != nil {
@@ -360,7 +385,7 @@ func Summary(w io.Writer, res *eval.Result) {
 		fmt.Fprintln(w)
 		comparisonsTable(res).text(w)
 	}
-	if res.Summary.EmbeddedModel {
-		fmt.Fprintln(w, "(models: the embedded offline model, not a real LLM)")
+	if l := modelsLine(res.Summary.EmbeddedModel, res.Summary.EmbeddedRoles); l != "" {
+		fmt.Fprintln(w, l)
 	}
 }

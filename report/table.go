@@ -25,7 +25,9 @@ func PrintTable(w io.Writer, rows []Row) {
 			s.CompressorInputTokens, s.CompressorOutputTokens, s.InfraFailures, s.LLMCalls, s.CacheHits)
 	}
 	tw.Flush()
-	if len(rows) > 0 && rows[0].Summary.EmbeddedModel {
-		fmt.Fprintln(w, "(models: the embedded offline model, not a real LLM)")
+	if len(rows) > 0 {
+		if l := modelsLine(rows[0].Summary.EmbeddedModel, rows[0].Summary.EmbeddedRoles); l != "" {
+			fmt.Fprintln(w, l)
+		}
 	}
 }

@@ -80,8 +80,10 @@ type Summary struct {
 	ReaskedOutputTokens int `json:"reasked_output_tokens"`
 	// ResumedTasks were read back from an interrupted run, not run again.
 	ResumedTasks int `json:"resumed_tasks"`
-	// EmbeddedModel is true when the embedded offline model played a role.
-	EmbeddedModel bool `json:"embedded_model"`
+	// EmbeddedModel is true when the embedded offline model played every
+	// role; EmbeddedRoles names the roles it played.
+	EmbeddedModel bool     `json:"embedded_model"`
+	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
 }
 
 // Summarize aggregates the outcomes of a rollout.
@@ -176,8 +178,9 @@ type Runner struct {
 	// report of its own (several rollouts under one bar); the caller
 	// finishes it.
 	Progress *progress.Progress
-	// EmbeddedModel is copied into the summary.
+	// EmbeddedModel and EmbeddedRoles are copied into the summary.
 	EmbeddedModel bool
+	EmbeddedRoles []string
 	// Staged, when set, is called with the staging directory before any
 	// task runs, so files written during the rollout (optimize rollout's
 	// malformed replies) are published with it.
@@ -316,7 +319,7 @@ func (r *Runner) RunDir(ctx context.Context, tasks []env.Task, dir string) (*Res
 	}
 	sum := Summarize(r.Agent.strategyName(), ordered)
 	sum.ResumedTasks = resumed
-	sum.EmbeddedModel = r.EmbeddedModel
+	sum.EmbeddedModel, sum.EmbeddedRoles = r.EmbeddedModel, r.EmbeddedRoles
 	if err := writeFinal(staging, dir, ordered, sum); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,51 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// Reports say the embedded model played every role only when it did; in a
+// mixed run they name the roles it played, and with real models only they
+// say nothing about it.
+func TestModelNotice(t *testing.T) {
+	tests := []struct {
+		name      string
+		all       bool
+		roles     []string
+		want      []string
+		wantEmpty bool
+	}{
+		{name: "every role", all: true, roles: []string{"agent", "compressor", "optimizer"}, want: []string{"Every role was played by the embedded offline model"}},
+		{name: "mixed", roles: []string{"compressor"}, want: []string{"played these roles: compressor;", "real models played the others"}},
+		{name: "real models only", wantEmpty: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := ModelNotice(tt.all, tt.roles)
+			var table bytes.Buffer
+			PrintTable(&table, []Row{{Name: "x", Summary: rollout.Summary{EmbeddedModel: tt.all, EmbeddedRoles: tt.roles}}})
+			if tt.wantEmpty {
+				if n != "" || strings.Contains(table.String(), "embedded") {
+					t.Fatalf("notice %q, table:\n%s", n, table.String())
+				}
+				return
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(n, w) {
+					t.Errorf("notice %q lacks %q", n, w)
+				}
+			}
+			if !tt.all && strings.Contains(n, "Every role") {
+				t.Errorf("a mixed run's notice claims every role: %q", n)
+			}
+			line := modelsLine(tt.all, tt.roles)
+			if !strings.Contains(table.String(), line) || (!tt.all && !strings.Contains(line, strings.Join(tt.roles, ", "))) {
+				t.Errorf("table line %q, table:\n%s", line, table.String())
+			}
+		})
+	}
+}
