@@ -136,7 +136,10 @@ func writeIndex(path string, outs []Outcome) error {
 
 // ReadIndex returns the outcomes of the finished rollout in dir, in task
 // order. A directory finished before the index existed is indexed from its
-// records (once: the index is written for the next reader).
+// records (once: the index is written for the next reader), and so is one
+// whose records no longer end where the index says (records appended
+// after it was written, as optimize serve appends to its session log):
+// a stale index is never trusted.
 func ReadIndex(dir string) ([]Outcome, error) {
 	path := filepath.Join(dir, IndexFile)
 	b, err := os.ReadFile(path)
@@ -157,7 +160,24 @@ func ReadIndex(dir string) ([]Outcome, error) {
 		}
 		outs = append(outs, o)
 	}
+	if !indexCovers(dir, outs) {
+		return indexRecords(dir)
+	}
 	return outs, nil
+}
+
+// indexCovers reports whether the records outs locate end where dir's
+// trajectories file ends.
+func indexCovers(dir string, outs []Outcome) bool {
+	fi, err := os.Stat(filepath.Join(dir, TrajectoriesFile))
+	if err != nil {
+		return false
+	}
+	var end int64
+	for _, o := range outs {
+		end = max(end, o.Offset+o.Length)
+	}
+	return fi.Size() == end
 }
 
 func indexRecords(dir string) ([]Outcome, error) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/distill"
@@ -77,5 +78,42 @@ func TestSessionLogFeedsDistill(t *testing.T) {
 	}
 	if rep.Sessions != 2 || rep.Labeled != 1 || rep.Summary.Successes != 2 {
 		t.Errorf("import: %d sessions, %d labeled, %d successes; want 2, 1, 2", rep.Sessions, rep.Labeled, rep.Summary.Successes)
+	}
+}
+
+// TestSessionLogIndexFollowsAppends reads the session log as a rollout
+// directory while serve keeps appending to it: the index the first read
+// leaves behind must not hide the sessions written after it.
+func TestSessionLogIndexFollowsAppends(t *testing.T) {
+	up := newRecUpstream(t, sim.Config{})
+	dir, _, _ := registry(t)
+	cfg := testConfig(t, up.url(), up.url(), dir)
+	cfg.SessionLog.Dir = t.TempDir()
+	_, url := start(t, cfg)
+	var want []string
+	for _, tag := range []string{"first", "second"} {
+		resp, b := post(t, url+"/v1/chat/completions", toolConversation(5, tag), nil)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderCompressed) != "true" {
+			t.Fatalf("%s: status %d compressed %s: %s", tag, resp.StatusCode, resp.Header.Get(HeaderCompressed), b)
+		}
+		id := resp.Header.Get(HeaderSession)
+		if resp, b := post(t, url+"/v1/sessions/"+id+"/outcome", []byte(`{"success": true}`), nil); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("%s: outcome: status %d: %s", tag, resp.StatusCode, b)
+		}
+		want = append(want, id)
+		outs, err := rollout.ReadIndex(cfg.SessionLog.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range outs {
+			got = append(got, o.TaskID)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after %s: the index lists sessions %v, want %v", tag, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.SessionLog.Dir, rollout.IndexFile)); err != nil {
+		t.Errorf("no index left for the next reader: %v", err)
 	}
 }
