@@ -518,15 +518,17 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// bufferPool recycles the proxy's copy buffers (32 KiB each, allocated
-// per response without one): half of a request's allocations.
+// bufferPool recycles the proxy's copy buffers (allocated per response
+// without one: half of a request's allocations). 8 KiB holds a whole
+// chat answer or many stream events; more only costs memory per request
+// in flight.
 type bufferPool struct{ p sync.Pool }
 
 func (b *bufferPool) Get() []byte {
 	if v, ok := b.p.Get().(*[]byte); ok {
 		return *v
 	}
-	return make([]byte, 32<<10)
+	return make([]byte, 8<<10)
 }
 
 func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
@@ -547,11 +549,14 @@ func newUpstream(e Endpoint, timeout time.Duration, m *metrics, lim *limiter, na
 		}
 	}
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   4096,
-		IdleConnTimeout:       90 * time.Second,
+		Proxy:       nil,
+		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		// Connections opened in a burst are not all kept: each idle one
+		// holds two goroutines and their buffers, so the pool's high-water
+		// mark would be the server's memory.
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: timeout,
 		ForceAttemptHTTP2:     true,
 	}
