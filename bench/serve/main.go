@@ -600,22 +600,22 @@ type memSample struct {
 	gauges map[string]float64
 }
 
-// fit is the least-squares line through (x, y): its slope and its value
-// at the mean x.
-func fit(x, y []float64) (slope, mean float64) {
+// slope is the least-squares slope of y over x.
+func slope(x, y []float64) float64 {
 	var sx, sy, sxx, sxy float64
 	for i := range x {
 		sx, sy, sxx, sxy = sx+x[i], sy+y[i], sxx+x[i]*x[i], sxy+x[i]*y[i]
 	}
 	n := float64(len(x))
-	return (n*sxy - sx*sy) / (n*sxx - sx*sx), sy / n
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
-// flatWithin is the verdict's bound: memory is flat when the fitted line
-// over the samples after the warm-up changes by less than this fraction of
-// its mean across them (RSS moves in pages and the Go heap in GC cycles,
-// so a few per cent is noise, and a leak of one request's worth of memory
-// per connection and minute is more).
+// flatWithin is the verdict's bound: memory is flat when the median of
+// the last third of the samples after the warm-up is within this fraction
+// of the median of the first third. Medians, not a fitted line, so that a
+// burst of requests in flight (a stall of the upstream on a busy machine)
+// is not read as growth, while growth that lasts is; RSS moves in pages
+// and the Go heap in GC cycles, so a few per cent is noise.
 const flatWithin = 0.03
 
 // hold keeps conns raw keep-alive connections open to url for d, each
@@ -703,29 +703,45 @@ func hold(url string, pid, conns int, d, warmup time.Duration) error {
 	for i, s := range after {
 		x[i] = s.at.Seconds() / 60
 	}
-	series := func(get func(memSample) float64) (slope, mean float64) {
+	series := func(get func(memSample) float64) float64 {
 		y := make([]float64, len(after))
 		for i, s := range after {
 			y[i] = get(s)
 		}
-		return fit(x, y)
+		return slope(x, y)
 	}
-	rssSlope, rssMean := series(func(s memSample) float64 { return s.rss })
+	line := "memory: serve RSS MB/goroutines every 5 s after the warm-up:"
+	for i := 0; i < len(after); i += 5 {
+		line += fmt.Sprintf(" %.1f/%.0f", mb(after[i].rss), after[i].gauges["go_goroutines"])
+	}
+	fmt.Println(line)
+	rssSlope := series(func(s memSample) float64 { return s.rss })
 	fmt.Printf("memory: serve RSS %.1f MB after the warm-up, %.1f MB at the end, peak %.1f MB; fitted slope %+.2f MB/min\n",
 		mb(first.rss), mb(last.rss), mb(peak), mb(rssSlope))
-	heapSlope, heapMean := series(func(s memSample) float64 { return s.gauges["go_memstats_heap_inuse_bytes"] })
-	stackSlope, _ := series(func(s memSample) float64 { return s.gauges["go_memstats_stack_inuse_bytes"] })
+	heapSlope := series(func(s memSample) float64 { return s.gauges["go_memstats_heap_inuse_bytes"] })
+	stackSlope := series(func(s memSample) float64 { return s.gauges["go_memstats_stack_inuse_bytes"] })
 	fmt.Printf("memory: serve's Go heap in use %.1f MB then %.1f MB (slope %+.2f MB/min), stacks %.1f MB then %.1f MB (slope %+.2f MB/min), goroutines %.0f then %.0f\n",
 		mb(first.gauges["go_memstats_heap_inuse_bytes"]), mb(last.gauges["go_memstats_heap_inuse_bytes"]), mb(heapSlope),
 		mb(first.gauges["go_memstats_stack_inuse_bytes"]), mb(last.gauges["go_memstats_stack_inuse_bytes"]), mb(stackSlope),
 		first.gauges["go_goroutines"], last.gauges["go_goroutines"])
-	verdict := func(slope, mean float64) string {
-		change := slope * window / mean
-		if change < flatWithin && change > -flatWithin {
-			return fmt.Sprintf("flat (fitted change %+.1f%% over %.1f min, within ±%.0f%%)", 100*change, window, 100*flatWithin)
+	verdict := func(get func(memSample) float64) string {
+		third := len(after) / 3
+		var early, late []float64
+		for _, s := range after[:third] {
+			early = append(early, get(s))
 		}
-		return fmt.Sprintf("NOT flat (fitted change %+.1f%% over %.1f min, beyond ±%.0f%%)", 100*change, window, 100*flatWithin)
+		for _, s := range after[len(after)-third:] {
+			late = append(late, get(s))
+		}
+		from, to := median(early), median(late)
+		change := (to - from) / from
+		word, rel := "flat", "within"
+		if change >= flatWithin || change <= -flatWithin {
+			word, rel = "NOT flat", "beyond"
+		}
+		return fmt.Sprintf("%s (median of the last third %.1f MB vs the first %.1f MB: %+.1f%%, %s ±%.0f%%)", word, mb(to), mb(from), 100*change, rel, 100*flatWithin)
 	}
-	fmt.Printf("memory verdict: RSS %s; Go heap %s\n", verdict(rssSlope, rssMean), verdict(heapSlope, heapMean))
+	fmt.Printf("memory verdict over %.1f min after the warm-up: RSS %s; Go heap %s\n", window,
+		verdict(func(s memSample) float64 { return s.rss }), verdict(func(s memSample) float64 { return s.gauges["go_memstats_heap_inuse_bytes"] }))
 	return nil
 }
