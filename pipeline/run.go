@@ -383,7 +383,7 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 		Split: "test", Samples: 1, Seed: p.job.Seed, Reference: evalPrompting, Concurrency: p.job.Rollout.Concurrency,
 		TaskSet: p.rt.taskSet("test", test), EmbeddedModel: p.rt.EmbeddedModel, EmbeddedRoles: p.rt.EmbeddedRoles,
 	}
-	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "dataset": p.rt.Env.Version(), "options": opt, "roles": p.job.Roles}
+	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "dataset": p.rt.Env.Version(), "options": opt, "roles": p.roleInputs()}
 	res, err := stage(p.dir, p.meter, stageSpec[*eval.Result]{
 		name: "eval", inputs: inputs, store: p.store, owned: []string{evalDirName},
 		run: func(string) (*eval.Result, map[string]float64, error) {
@@ -494,7 +494,7 @@ func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks
 	runner := p.rt.Runner(agent, name)
 	inputs := map[string]any{
 		"agent": agent.Fingerprint(), "tasks": tasksHash(tasks), "dataset": p.rt.Env.Version(),
-		"env": p.job.Env, "roles": p.job.Roles, "embedded": p.job.Embedded,
+		"env": p.job.Env, "roles": p.roleInputs(), "embedded": p.job.Embedded,
 	}
 	return stage(p.dir, p.meter, stageSpec[*rollout.Result]{
 		name: name, inputs: inputs, store: p.store,
@@ -535,6 +535,17 @@ func (p *runner) newAgent(s compress.Name, g *compress.Prompt) (*rollout.Agent, 
 
 // tasksHash identifies tasks by content, so an edited dataset with the same
 // task ids does not reuse stale stages.
+// roleInputs are the roles as a stage input: their configuration and, when
+// the embedded model answers any of them, its version, so that a stage it
+// answered is not reused, from the run directory or the stage store, once
+// its code changed.
+func (p *runner) roleInputs() any {
+	return struct {
+		Roles    Roles  `json:"roles"`
+		Embedded string `json:"embedded_version,omitempty"`
+	}{p.job.Roles, p.rt.EmbeddedVersion()}
+}
+
 func tasksHash(ts []env.Task) string {
 	b, _ := json.Marshal(ts)
 	h := sha256.Sum256(b)
@@ -554,7 +565,7 @@ func (p *runner) step(round int, step string, parent compiled, base, cur *rollou
 	name := fmt.Sprintf("r%d-%s", round, step)
 	inputs := map[string]any{
 		"parent": parent.rec.ID, "baseline": outcomeHash(base), "current": outcomeHash(cur),
-		"optimize": stepSettings(step, p.job.Optimize), "roles": p.job.Roles, "seed": p.job.Seed,
+		"optimize": stepSettings(step, p.job.Optimize), "roles": p.roleInputs(), "seed": p.job.Seed,
 	}
 	if len(p.job.Sources) > 0 {
 		inputs["sources"] = p.job.Sources

@@ -140,8 +140,19 @@ func (rt *Runtime) resolveEmbedded(ctx context.Context, c *llm.RoleConfig) error
 		slog.Debug("embedded model listening", "url", s.URL())
 	}
 	c.BaseURL = rt.sim.URL()
-	c.CacheEndpoint = Embedded + ":" + sim.ModelName
+	// The version keeps answers cached by an older embedded model from
+	// being served as this one's.
+	c.CacheEndpoint = Embedded + ":" + sim.ModelName + "@" + sim.Version
 	return nil
+}
+
+// EmbeddedVersion is the version of the embedded model when a role uses
+// it, else "".
+func (rt *Runtime) EmbeddedVersion() string {
+	if rt.sim == nil {
+		return ""
+	}
+	return sim.Version
 }
 
 // CompressorAt returns a compressor client configured like the job's but
