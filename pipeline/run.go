@@ -190,6 +190,12 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
+	// Temporary files of a run killed mid-write would otherwise stay.
+	if n, err := atomicfile.SweepStale(outDir, atomicfile.StaleAfter); err != nil {
+		slog.Warn("could not remove stale temporary files", "dir", outDir, "err", err)
+	} else if n > 0 {
+		slog.Info("removed temporary files left by an interrupted run", "dir", outDir, "count", n)
+	}
 	resolved, err := yaml.Marshal(job)
 	if err != nil {
 		return nil, fmt.Errorf("encode job: %w", err)

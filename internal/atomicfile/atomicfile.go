@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // umask is the process's file mode creation mask, read once at start (it
@@ -29,7 +31,7 @@ var umask = func() os.FileMode {
 func Perm(perm os.FileMode) os.FileMode { return perm &^ umask }
 
 // TempSuffix marks the temporary files and directories of an output;
-// StaleTemps finds them.
+// RemoveStale and SweepStale find them.
 const TempSuffix = ".tmp-"
 
 // MkdirTemp creates a new directory in parent named "."+base+TempSuffix and
@@ -132,4 +134,46 @@ func Write(path string, perm os.FileMode, fill func(w io.Writer) error) error {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
 	return nil
+}
+
+// StaleAfter is how long a temporary file or directory must have gone
+// unmodified to count as left by a killed writer: live writers rename theirs
+// within seconds of the last write.
+const StaleAfter = time.Hour
+
+// SweepStale removes, anywhere under root, the temporary files and
+// directories of writers killed before they renamed them (kill -9, power
+// loss): those named "."+base+TempSuffix+random and not modified for
+// olderThan. A live writer's temp file is renamed moments after it is
+// last written, so an old one is stale. It returns how many it removed.
+func SweepStale(root string, olderThan time.Duration) (int, error) {
+	cutoff := time.Now().Add(-olderThan)
+	n := 0
+	var errs []error
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed meanwhile
+			}
+			return err
+		}
+		name := d.Name()
+		if path == root || !strings.HasPrefix(name, ".") || !strings.Contains(name, TempSuffix) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil || fi.ModTime().After(cutoff) {
+			return nil
+		}
+		if err := os.RemoveAll(path); err != nil {
+			errs = append(errs, err)
+		} else {
+			n++
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return n, errors.Join(append(errs, err)...)
 }
