@@ -202,14 +202,29 @@ type CacheSpec struct {
 	// MaxSize bounds the cache file ("2GB", "10MB"); least recently used
 	// entries are evicted. Empty: 2 GiB; "0": no bound.
 	MaxSize string `yaml:"max_size" json:"max_size"`
+	// StagesMaxSize bounds the stage store beside the cache file; at the
+	// end of a run the least recently used entries the run did not use are
+	// evicted. Empty: 10 GiB; "0": no bound.
+	StagesMaxSize string `yaml:"stages_max_size" json:"stages_max_size"`
 }
 
-// MaxBytes is the size bound in bytes (< 0: none).
-func (c CacheSpec) MaxBytes() (int64, error) {
-	if c.MaxSize == "" {
-		return llm.DefaultCacheMaxBytes, nil
+// DefaultStagesMaxBytes bounds the stage store when the job names no size.
+const DefaultStagesMaxBytes = 10 << 30
+
+// MaxBytes is the cache file's size bound in bytes (< 0: none).
+func (c CacheSpec) MaxBytes() (int64, error) { return sizeBound(c.MaxSize, llm.DefaultCacheMaxBytes) }
+
+// StagesMaxBytes is the stage store's size bound in bytes (< 0: none).
+func (c CacheSpec) StagesMaxBytes() (int64, error) {
+	return sizeBound(c.StagesMaxSize, DefaultStagesMaxBytes)
+}
+
+// sizeBound reads a size field: empty is def, "0" is no bound (-1).
+func sizeBound(s string, def int64) (int64, error) {
+	if s == "" {
+		return def, nil
 	}
-	n, err := bytesize.Parse(c.MaxSize)
+	n, err := bytesize.Parse(s)
 	if n == 0 && err == nil {
 		return -1, nil
 	}
@@ -517,10 +532,18 @@ func (j *Job) problems() []fieldProblem {
 	if err := j.Embedded.Validate(); err != nil {
 		add("embedded", "%v", err)
 	}
-	if n, err := j.Cache.MaxBytes(); err != nil {
-		add("cache.max_size", "%v", err)
-	} else if n >= 0 && n < 1<<20 {
-		add("cache.max_size", "%s is under 1MB; want at least 1MB, or 0 for no bound", j.Cache.MaxSize)
+	for _, b := range []struct {
+		field, value string
+		bytes        func() (int64, error)
+	}{
+		{"cache.max_size", j.Cache.MaxSize, j.Cache.MaxBytes},
+		{"cache.stages_max_size", j.Cache.StagesMaxSize, j.Cache.StagesMaxBytes},
+	} {
+		if n, err := b.bytes(); err != nil {
+			add(b.field, "%v", err)
+		} else if n >= 0 && n < 1<<20 {
+			add(b.field, "%s is under 1MB; want at least 1MB, or 0 for no bound", b.value)
+		}
 	}
 	if p := j.Cache.Path; p != "" && !j.Cache.Disabled {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {

@@ -34,6 +34,8 @@ func TestParseJob(t *testing.T) {
 		{name: "unknown tool_choice", yaml: "roles:\n  agent:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    no_key: true\n    tool_choice: always\n  compressor:\n    base_url: embedded\n  optimizer:\n    base_url: embedded\n", wantErr: []string{"job.yaml: line 6: field roles.agent.tool_choice: \"always\" is unknown; use auto, required or none"}},
 		{name: "empty file", yaml: "", wantErr: []string{"job.yaml: the job file is empty"}},
 		{name: "comments only", yaml: "# nothing\n", wantErr: []string{"holds only comments"}},
+		{name: "stage store bound too small", yaml: "cache:\n  stages_max_size: 100KB\n", wantErr: []string{"line 2: field cache.stages_max_size: 100KB is under 1MB"}},
+		{name: "stage store bound not a size", yaml: "cache:\n  stages_max_size: lots\n", wantErr: []string{"line 2: field cache.stages_max_size"}},
 		{name: "cache path is a directory", yaml: "cache:\n  path: .\n", wantErr: []string{"line 2: field cache.path", "is a directory"}},
 		{name: "unknown environment", yaml: "env:\n  name: appworld\n", wantErr: []string{"field env.name", "appworld"}},
 		{name: "role field checked", yaml: "roles:\n  agent:\n    base_url: ftp://x\n", wantErr: []string{"roles.agent.base_url"}},

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -144,6 +145,7 @@ func Run(ctx context.Context, job *Job, outDir string, opts RunOptions) (*RunSum
 	if perr := p.meter.Persist(); err == nil {
 		err = perr
 	}
+	p.boundStore()
 	if sum != nil {
 		sum.Spent, sum.SpentThisRun = p.meter.Snapshot(), p.meter.ThisRun()
 	}
@@ -153,6 +155,7 @@ func Run(ctx context.Context, job *Job, outDir string, opts RunOptions) (*RunSum
 // newRunner checks everything the job names, then prepares the run
 // directory. The caller closes p.rt.
 func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p *runner, err error) {
+	started := time.Now()
 	if !job.Compression.History.Enabled && !job.Compression.Observation.Enabled {
 		return nil, invalid(errors.New("the job enables neither compression.history nor compression.observation: nothing to optimize"))
 	}
@@ -214,7 +217,7 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if err != nil {
 		return nil, err
 	}
-	p = &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: meter, kind: kind, train: train, other: other,
+	p = &runner{ctx: ctx, job: job, rt: rt, dir: outDir, reg: reg, meter: meter, kind: kind, train: train, other: other, started: started,
 		seedSrc: seedSrc, seedOrigin: seedOrigin, tmpls: map[string]*guideline.Template{}}
 	p.keep(seedSrc, start)
 	if !opts.NoReuse && !job.Cache.Disabled {
@@ -233,6 +236,9 @@ type runner struct {
 	meter *Meter
 	kind  guideline.Kind
 	store *StageStore // nil: no reuse across runs
+	// started is before the run looked anything up in the store: bounding
+	// the store keeps the entries used since.
+	started time.Time
 
 	agent, compressor, optimizer, embedder *Metered
 	train                                  []env.Task
@@ -541,6 +547,25 @@ func (p *runner) newAgent(s compress.Name, g *compress.Prompt) (*rollout.Agent, 
 
 // tasksHash identifies tasks by content, so an edited dataset with the same
 // task ids does not reuse stale stages.
+// boundStore evicts the least recently used entries of the stage store
+// beyond the job's bound, keeping every entry this run used or stored.
+func (p *runner) boundStore() {
+	if p.store == nil {
+		return
+	}
+	limit, err := p.job.Cache.StagesMaxBytes()
+	if err != nil || limit < 0 {
+		return // invalid bounds are rejected with the job
+	}
+	res, err := PruneStageStore(p.store.dir, 0, limit, p.started)
+	if err != nil {
+		slog.Warn("stage store not bounded", "dir", p.store.dir, "err", err)
+	}
+	if res.Removed > 0 || res.Temps > 0 {
+		slog.Info("stage store bounded", "dir", p.store.dir, "evicted", res.Removed, "stale_temps", res.Temps, "bytes", res.BytesAfter, "limit", limit)
+	}
+}
+
 // roleInputs are the roles as a stage input: their configuration and, when
 // the embedded model answers any of them, its version, so that a stage it
 // answered is not reused, from the run directory or the stage store, once

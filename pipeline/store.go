@@ -11,6 +11,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ctxopt/ctxopt/internal/atomicfile"
 )
 
 // StageStore keeps finished stages by content, beside the response cache,
@@ -56,6 +61,7 @@ func (s *StageStore) lookup(name, hash string) string {
 	if json.Unmarshal(b, &m) != nil || m.Status != statusDone || m.InputsHash != hash {
 		return ""
 	}
+	s.touch(e)
 	return e
 }
 
@@ -83,6 +89,7 @@ func (s *StageStore) save(name, hash, dir, runDir string, outputs []string) erro
 	}
 	e := s.entry(name, hash)
 	if _, err := os.Stat(e); err == nil {
+		s.touch(e)
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(e), 0o755); err != nil {
@@ -111,6 +118,7 @@ func (s *StageStore) save(name, hash, dir, runDir string, outputs []string) erro
 		}
 		return fmt.Errorf("stage store: %w", err)
 	}
+	s.touch(e)
 	return nil
 }
 
@@ -164,5 +172,140 @@ func linkOrCopy(src, dst string) error {
 		return fmt.Errorf("stage store: %w", err)
 	}
 	slog.Debug("stage store copied a file it could not link", "file", src)
+	return nil
+}
+
+// touch marks entry e as used now; pruning evicts the least recently used
+// entries first. The entry directory's own time is used: its files are
+// hard links shared with run directories.
+func (s *StageStore) touch(e string) {
+	now := time.Now()
+	if err := os.Chtimes(e, now, now); err != nil {
+		slog.Debug("stage store: cannot mark an entry used", "entry", e, "err", err)
+	}
+}
+
+// StorePruneResult says what PruneStageStore removed.
+type StorePruneResult struct {
+	Removed     int   `json:"removed"`
+	Temps       int   `json:"temps"` // temporary directories of killed saves
+	Entries     int   `json:"entries"`
+	BytesBefore int64 `json:"bytes_before"`
+	BytesAfter  int64 `json:"bytes_after"`
+}
+
+type storeEntry struct {
+	path  string
+	used  time.Time
+	bytes int64
+}
+
+// PruneStageStore deletes the entries of the stage store in dir last used
+// longer ago than olderThan (0: no age limit), then the least recently used
+// ones until the store holds at most maxBytes (<= 0: no size limit), and
+// the temporary directories of saves killed (atomicfile.StaleAfter). Entries
+// used at or after keep are never deleted, so a run can bound the store
+// without losing what it just stored. Sizes count every file in full,
+// though run directories may share them through hard links. An entry is
+// renamed away before it is deleted, so a lookup never sees half of one;
+// a run restoring it at that moment runs the stage instead.
+func PruneStageStore(dir string, olderThan time.Duration, maxBytes int64, keep time.Time) (StorePruneResult, error) {
+	var res StorePruneResult
+	entries, err := listStore(dir)
+	if err != nil {
+		return res, err
+	}
+	now := time.Now()
+	var errs []error
+	if res.Temps, err = atomicfile.SweepStale(dir, atomicfile.StaleAfter); err != nil {
+		errs = append(errs, fmt.Errorf("stage store: %w", err))
+	}
+	slices.SortFunc(entries, func(a, b storeEntry) int { return a.used.Compare(b.used) })
+	for _, e := range entries {
+		res.BytesBefore += e.bytes
+	}
+	res.BytesAfter = res.BytesBefore
+	res.Entries = len(entries)
+	// Oldest first: once an entry is neither too old nor needed to fit,
+	// or is protected by keep, so is every later one.
+	for _, e := range entries {
+		old := olderThan > 0 && now.Sub(e.used) > olderThan
+		over := maxBytes > 0 && res.BytesAfter > maxBytes
+		if (!old && !over) || (!keep.IsZero() && !e.used.Before(keep)) {
+			break
+		}
+		if err := evictEntry(e.path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Removed++
+		res.Entries--
+		res.BytesAfter -= e.bytes
+	}
+	return res, errors.Join(errs...)
+}
+
+// StageStoreStats counts the entries and bytes of the stage store in dir.
+func StageStoreStats(dir string) (entries int, bytes int64, err error) {
+	es, err := listStore(dir)
+	for _, e := range es {
+		bytes += e.bytes
+	}
+	return len(es), bytes, err
+}
+
+// listStore returns the entries of the store in dir; temporary
+// directories (hidden) are not entries. A missing store is empty.
+func listStore(dir string) (entries []storeEntry, err error) {
+	shards, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stage store: %w", err)
+	}
+	for _, sh := range shards {
+		if !sh.IsDir() {
+			continue
+		}
+		shard := filepath.Join(dir, sh.Name())
+		ents, err := os.ReadDir(shard)
+		if err != nil {
+			return nil, fmt.Errorf("stage store: %w", err)
+		}
+		for _, d := range ents {
+			path := filepath.Join(shard, d.Name())
+			fi, err := d.Info()
+			if err != nil || !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+				continue // removed meanwhile, or not an entry
+			}
+			e := storeEntry{path: path, used: fi.ModTime()}
+			err = filepath.WalkDir(path, func(_ string, f fs.DirEntry, err error) error {
+				if err != nil || f.IsDir() {
+					return err
+				}
+				if info, err := f.Info(); err == nil {
+					e.bytes += info.Size()
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("stage store: %w", err)
+			}
+			entries = append(entries, e)
+		}
+	}
+	return entries, nil
+}
+
+// evictEntry renames entry e away, then deletes it.
+func evictEntry(e string) error {
+	gone := filepath.Join(filepath.Dir(e), ".tmp-evicted-"+filepath.Base(e))
+	if err := os.Rename(e, gone); err != nil {
+		return fmt.Errorf("stage store: %w", err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		return fmt.Errorf("stage store: %w", err)
+	}
 	return nil
 }

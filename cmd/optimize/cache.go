@@ -22,7 +22,7 @@ func cacheCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "cache",
-		Usage: "inspect or prune the LLM response cache",
+		Usage: "inspect or prune the LLM response cache and the stage store beside it",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "stats",
@@ -50,15 +50,21 @@ func cacheCommand() *cli.Command {
 					} else {
 						fmt.Fprintln(w, "last run: none recorded")
 					}
+					n, b, err := pipeline.StageStoreStats(pipeline.StageStoreDir(path))
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(w, "stages:   %d stored stages (%s) in %s\n", n, bytesize.Format(b), pipeline.StageStoreDir(path))
 					return nil
 				},
 			},
 			{
 				Name:  "prune",
-				Usage: "delete old or least recently used entries and shrink the file",
+				Usage: "delete old or least recently used entries, shrink the file, and bound the stage store",
 				Flags: append(where,
-					&cli.StringFlag{Name: "older-than", Usage: "delete entries last used longer ago than `D` (e.g. 72h, 30d)"},
+					&cli.StringFlag{Name: "older-than", Usage: "delete cache entries and stored stages last used longer ago than `D` (e.g. 72h, 30d)"},
 					&cli.StringFlag{Name: "max-size", Usage: "then evict least recently used entries until the file fits `S` (e.g. 500MB)"},
+					&cli.StringFlag{Name: "stages-max-size", Usage: "then evict least recently used stored stages until the stage store fits `S` (e.g. 5GB)"},
 				),
 				Action: func(c *cli.Context) error {
 					path, err := cachePath(c)
@@ -71,23 +77,46 @@ func cacheCommand() *cli.Command {
 							return badInput(fmt.Errorf("--older-than: %w", err))
 						}
 					}
-					var max int64
-					if s := c.String("max-size"); s != "" {
-						if max, err = bytesize.Parse(s); err != nil || max <= 0 {
-							return badInput(fmt.Errorf("--max-size: want a positive size like 500MB, got %q", s))
+					size := func(flag string) (int64, error) {
+						s := c.String(flag)
+						if s == "" {
+							return 0, nil
 						}
+						n, err := bytesize.Parse(s)
+						if err != nil || n <= 0 {
+							return 0, badInput(fmt.Errorf("--%s: want a positive size like 500MB, got %q", flag, s))
+						}
+						return n, nil
 					}
-					if age == 0 && max == 0 {
-						return badInput(fmt.Errorf("give --older-than, --max-size or both"))
-					}
-					res, err := llm.PruneCache(path, age, max)
-					if errors.Is(err, fs.ErrNotExist) {
-						return badInput(err)
-					}
+					max, err := size("max-size")
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(c.App.Writer, "removed %d entries; file %s -> %s\n", res.Removed, bytesize.Format(res.BytesBefore), bytesize.Format(res.BytesAfter))
+					stagesMax, err := size("stages-max-size")
+					if err != nil {
+						return err
+					}
+					if age == 0 && max == 0 && stagesMax == 0 {
+						return badInput(fmt.Errorf("give --older-than, --max-size, --stages-max-size or several"))
+					}
+					if age > 0 || max > 0 {
+						res, err := llm.PruneCache(path, age, max)
+						if errors.Is(err, fs.ErrNotExist) {
+							return badInput(err)
+						}
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "removed %d entries; file %s -> %s\n", res.Removed, bytesize.Format(res.BytesBefore), bytesize.Format(res.BytesAfter))
+					}
+					if age > 0 || stagesMax > 0 {
+						res, err := pipeline.PruneStageStore(pipeline.StageStoreDir(path), age, stagesMax, time.Time{})
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "stage store: removed %d stored stages and %d temporary directories of interrupted saves; %s -> %s\n",
+							res.Removed, res.Temps, bytesize.Format(res.BytesBefore), bytesize.Format(res.BytesAfter))
+					}
 					return nil
 				},
 			},

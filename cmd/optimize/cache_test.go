@@ -16,7 +16,7 @@ func TestCacheCommand(t *testing.T) {
 		t.Fatalf("rollout: exit %d: %s", code, errs)
 	}
 	code, out, errs := runCLI(t, "cache", "stats", "--config", job)
-	if code != 0 || !strings.Contains(out, cache) || !strings.Contains(out, "hit rate 0.0%") || strings.Contains(out, "entries:  0 chat") {
+	if code != 0 || !strings.Contains(out, cache) || !strings.Contains(out, "hit rate 0.0%") || strings.Contains(out, "entries:  0 chat") || !strings.Contains(out, "stages:   0 stored stages") {
 		t.Fatalf("stats: exit %d\n%s%s", code, out, errs)
 	}
 	// The same rollout again is answered from the cache.
@@ -35,9 +35,10 @@ func TestCacheCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"prune needs a bound", []string{"cache", "prune", "--path", cache}, "give --older-than, --max-size or both"},
+		{"prune needs a bound", []string{"cache", "prune", "--path", cache}, "give --older-than, --max-size, --stages-max-size or several"},
 		{"bad size", []string{"cache", "prune", "--path", cache, "--max-size", "lots"}, "--max-size"},
 		{"bad age", []string{"cache", "prune", "--path", cache, "--older-than", "soon"}, "--older-than"},
+		{"bad stage store size", []string{"cache", "prune", "--path", cache, "--stages-max-size", "0"}, "--stages-max-size"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
