@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"math"
@@ -507,11 +508,16 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 		return RunSummary{}, err
 	}
 	z := newSummarizer()
+	// done and todo hash the ids of the executions found and of the
+	// workflow lines they stand for: a directory made from other workflows
+	// is not resumed.
+	done, todo := fnv.New64a(), fnv.New64a()
 	out, err := openResumed(filepath.Join(opts.Dir, ExecutionsFile), func(line []byte) error {
 		var ex Execution
 		if err := json.Unmarshal(line, &ex); err != nil {
 			return err
 		}
+		done.Write([]byte(ex.ID + "\n"))
 		if ex.Index != z.s.Read {
 			return fmt.Errorf("execution of line %d where line %d was due", ex.Index+1, z.s.Read+1)
 		}
@@ -544,7 +550,10 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 	// stop early without reading it.
 	var firstErr, readErr error
 	var failed atomic.Bool
-	for i := 0; i < total && ctx.Err() == nil && !failed.Load(); i++ {
+	if total < resumed {
+		readErr = foreignRun(opts, resumed)
+	}
+	for i := 0; i < total && readErr == nil && ctx.Err() == nil && !failed.Load(); i++ {
 		line, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -554,6 +563,11 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 			break
 		}
 		if i < resumed {
+			todo.Write([]byte(lineID(line) + "\n"))
+			if i == resumed-1 && done.Sum64() != todo.Sum64() {
+				readErr = foreignRun(opts, resumed)
+				break
+			}
 			continue
 		}
 		w, perr := Parse(line)
@@ -610,6 +624,10 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 		return sum, err
 	}
 	return sum, atomicfile.WriteFile(filepath.Join(opts.Dir, RunSummaryFile), append(b, '\n'), 0o644)
+}
+
+func foreignRun(opts RunOptions, n int) error {
+	return fmt.Errorf("%w: %s holds executions of other workflows than the first %d of %s; use another --out", ErrForeignDir, opts.Dir, n, opts.Workflows)
 }
 
 // generatedCount is the generation summary's count of workflows beside the

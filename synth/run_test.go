@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -267,5 +268,41 @@ func TestRunRejectsBadWorkflows(t *testing.T) {
 	}
 	if !exs[0].Executed || !exs[4].Executed {
 		t.Fatalf("the good workflows around the bad lines were not executed: %+v %+v", exs[0], exs[4])
+	}
+}
+
+// TestRunRefusesOtherWorkflows resumes a run directory with another
+// workflows file: it is refused, not mixed.
+func TestRunRefusesOtherWorkflows(t *testing.T) {
+	e := startEmbedded(t)
+	a := e.generated(t, 3)
+	dir := t.TempDir()
+	x := e.executor(t, planAware(t), compress.DefaultPlanK)
+	if _, err := Run(t.Context(), x, RunOptions{Workflows: a, Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	other := filepath.Join(t.TempDir(), WorkflowsFile)
+	for name, content := range map[string]string{
+		"reordered": lines[1] + lines[0] + lines[2],
+		"shorter":   lines[0],
+	} {
+		if err := os.WriteFile(other, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Run(t.Context(), x, RunOptions{Workflows: other, Dir: dir}); !errors.Is(err, ErrForeignDir) {
+			t.Errorf("%s: %v, want ErrForeignDir", name, err)
+		}
+	}
+	// The same file, grown, resumes.
+	if err := os.WriteFile(other, []byte(string(b)+string(b)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Run(t.Context(), x, RunOptions{Workflows: other, Dir: dir}); err != nil || s.Resumed != 3 || s.Read != 6 {
+		t.Fatalf("grown file: %+v %v", s, err)
 	}
 }
