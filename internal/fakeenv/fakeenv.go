@@ -151,6 +151,41 @@ func (s *Server) closeHandler(key string, answer any) http.HandlerFunc {
 
 func decode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
 
+// knownTask decodes a request that opens an episode of {"task_id"}; an
+// unknown task is answered 400 and false.
+func (s *Server) knownTask(w http.ResponseWriter, r *http.Request) (Task, bool) {
+	var req struct {
+		TaskID string `json:"task_id"`
+	}
+	if decode(r, &req) != nil || s.tasks[req.TaskID].ID == "" {
+		http.Error(w, "unknown task", http.StatusBadRequest)
+		return Task{}, false
+	}
+	return s.tasks[req.TaskID], true
+}
+
+// stepSession decodes a step request into req, injects the step faults
+// and returns the session that id (read from req) names with s.mu held:
+// the caller unlocks it. A bad body, a fault or an unknown session is
+// answered and false.
+func (s *Server) stepSession(w http.ResponseWriter, r *http.Request, req any, id func() string) (*session, bool) {
+	if decode(r, req) != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return nil, false
+	}
+	if s.failStep(w) {
+		return nil, false
+	}
+	s.mu.Lock()
+	ss := s.open[id()]
+	if ss == nil {
+		s.mu.Unlock()
+		http.Error(w, "no such session", http.StatusBadRequest)
+		return nil, false
+	}
+	return ss, true
+}
+
 func reply(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(v)
@@ -170,15 +205,12 @@ func NewAppWorld(tasks []Task, opts Options) *Server {
 	return newServer(tasks, opts, func(s *Server) *http.ServeMux {
 		m := http.NewServeMux()
 		m.HandleFunc("POST /initialize", func(w http.ResponseWriter, r *http.Request) {
-			var req struct {
-				TaskID string `json:"task_id"`
-			}
-			if decode(r, &req) != nil || s.tasks[req.TaskID].ID == "" {
-				http.Error(w, "unknown task", http.StatusBadRequest)
+			t, ok := s.knownTask(w, r)
+			if !ok {
 				return
 			}
 			s.mu.Lock()
-			s.open[req.TaskID] = &session{task: s.tasks[req.TaskID]}
+			s.open[t.ID] = &session{task: t}
 			s.mu.Unlock()
 			s.opens.Add(1)
 			reply(w, map[string]any{"output": nil})
@@ -188,21 +220,12 @@ func NewAppWorld(tasks []Task, opts Options) *Server {
 				TaskID string `json:"task_id"`
 				Code   string `json:"code"`
 			}
-			if decode(r, &req) != nil {
-				http.Error(w, "bad body", http.StatusBadRequest)
+			ss, ok := s.stepSession(w, r, &req, func() string { return req.TaskID })
+			if !ok {
 				return
 			}
-			if s.failStep(w) {
-				return
-			}
-			s.mu.Lock()
-			ss := s.open[req.TaskID]
 			var out string
 			switch {
-			case ss == nil:
-				s.mu.Unlock()
-				http.Error(w, "no such session", http.StatusBadRequest)
-				return
 			case balanceCallRE.MatchString(req.Code):
 				out = s.lookup(balanceCallRE.FindStringSubmatch(req.Code)[1], ss.task)
 			case completeCallRE.MatchString(req.Code):
@@ -288,17 +311,14 @@ func NewGeneric(tasks []Task, opts Options) *Server {
 			}})
 		})
 		m.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
-			var req struct {
-				TaskID string `json:"task_id"`
-			}
-			if decode(r, &req) != nil || s.tasks[req.TaskID].ID == "" {
-				http.Error(w, "unknown task", http.StatusBadRequest)
+			t, ok := s.knownTask(w, r)
+			if !ok {
 				return
 			}
 			s.mu.Lock()
 			s.nextID++
 			id := fmt.Sprintf("s%d", s.nextID)
-			s.open[id] = &session{task: s.tasks[req.TaskID]}
+			s.open[id] = &session{task: t}
 			s.mu.Unlock()
 			s.opens.Add(1)
 			reply(w, map[string]any{"session_id": id, "observation": "Bank app ready."})
@@ -311,18 +331,8 @@ func NewGeneric(tasks []Task, opts Options) *Server {
 					Arguments map[string]string `json:"arguments"`
 				} `json:"action"`
 			}
-			if decode(r, &req) != nil {
-				http.Error(w, "bad body", http.StatusBadRequest)
-				return
-			}
-			if s.failStep(w) {
-				return
-			}
-			s.mu.Lock()
-			ss := s.open[req.SessionID]
-			if ss == nil {
-				s.mu.Unlock()
-				http.Error(w, "no such session", http.StatusBadRequest)
+			ss, ok := s.stepSession(w, r, &req, func() string { return req.SessionID })
+			if !ok {
 				return
 			}
 			res := map[string]any{"done": false, "reward": 0}

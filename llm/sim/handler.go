@@ -150,6 +150,21 @@ type admission struct {
 	malformed bool
 }
 
+// admitJSON admits a request whose body is one JSON object and decodes
+// it into v. It answers the request itself (a fault, a bad body) when it
+// returns false.
+func (h *handler) admitJSON(w http.ResponseWriter, r *http.Request, v any) (admission, bool) {
+	a, ok := h.admit(w, r)
+	if !ok {
+		return a, false
+	}
+	if err := json.Unmarshal(a.body, v); err != nil {
+		h.badRequest(r.Context(), w, a, "invalid JSON body: "+err.Error())
+		return a, false
+	}
+	return a, true
+}
+
 // admit reads the body and injects the transport faults. It returns false
 // when the request has been answered already.
 func (h *handler) admit(w http.ResponseWriter, r *http.Request) (admission, bool) {
@@ -610,13 +625,9 @@ type embeddingResponse struct {
 
 func (h *handler) embeddings(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	a, ok := h.admit(w, r)
-	if !ok {
-		return
-	}
 	var req embeddingRequest
-	if err := json.Unmarshal(a.body, &req); err != nil {
-		h.badRequest(ctx, w, a, "invalid JSON body: "+err.Error())
+	a, ok := h.admitJSON(w, r, &req)
+	if !ok {
 		return
 	}
 	inputs, err := embeddingInputs(req.Input)

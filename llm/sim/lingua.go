@@ -90,13 +90,9 @@ type linguaRequest struct {
 
 func (h *handler) lingua(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	a, ok := h.admit(w, r)
-	if !ok {
-		return
-	}
 	var req linguaRequest
-	if err := json.Unmarshal(a.body, &req); err != nil {
-		h.badRequest(ctx, w, a, "invalid JSON body: "+err.Error())
+	a, ok := h.admitJSON(w, r, &req)
+	if !ok {
 		return
 	}
 	var text string

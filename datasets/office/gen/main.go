@@ -15,11 +15,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/datagen"
 	"github.com/ctxopt/ctxopt/internal/splitmix"
 )
 
@@ -27,39 +26,13 @@ import (
 // rules change; the seed and counts are appended as build metadata.
 const datasetVersion = "1.0.0"
 
-type config struct {
-	seed        uint64
-	out         string
-	train, test int
-}
+type config = datagen.Config
 
 func main() {
 	var cfg config
-	flag.Uint64Var(&cfg.seed, "seed", 42, "random seed")
-	flag.StringVar(&cfg.out, "out", "datasets/office", "output directory")
-	flag.IntVar(&cfg.train, "train", 100, "number of train tasks")
-	flag.IntVar(&cfg.test, "test", 100, "number of test tasks")
+	cfg.Flags(flag.CommandLine, "datasets/office")
 	flag.Parse()
-	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
-	}
-}
-
-func run(cfg config) error {
-	files, err := generate(cfg)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
-		return fmt.Errorf("create output directory: %w", err)
-	}
-	for name, data := range files {
-		if err := atomicfile.WriteFile(filepath.Join(cfg.out, name), data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	os.Exit(datagen.Main(cfg.Out, func() (map[string][]byte, error) { return generate(cfg) }))
 }
 
 // The task format, read by env.NewOffice.
@@ -110,15 +83,15 @@ type (
 )
 
 func generate(cfg config) (map[string][]byte, error) {
-	if cfg.train < 1 || cfg.test < 1 {
-		return nil, fmt.Errorf("-train and -test must be positive, got %d and %d", cfg.train, cfg.test)
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
-	g := &gen{r: splitmix.New(cfg.seed), used: map[string]bool{}}
+	g := &gen{r: splitmix.New(cfg.Seed), used: map[string]bool{}}
 	out := map[string][]byte{}
 	for _, s := range []struct {
 		name string
 		n    int
-	}{{"train", cfg.train}, {"test", cfg.test}} {
+	}{{"train", cfg.Train}, {"test", cfg.Test}} {
 		var b bytes.Buffer
 		for i := range s.n {
 			t := g.task(fmt.Sprintf("office-%s-%04d", s.name, i+1), s.name, i)
@@ -130,7 +103,7 @@ func generate(cfg config) (map[string][]byte, error) {
 		}
 		out[s.name+".jsonl"] = b.Bytes()
 	}
-	out["VERSION"] = []byte(fmt.Sprintf("%s+seed%d.train%d.test%d\n", datasetVersion, cfg.seed, cfg.train, cfg.test))
+	out["VERSION"] = []byte(cfg.Version(datasetVersion) + "\n")
 	return out, nil
 }
 

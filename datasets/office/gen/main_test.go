@@ -10,7 +10,7 @@ import (
 // TestGenerateDeterministic generates twice and compares the files with
 // each other and with the checked-in dataset; another seed differs.
 func TestGenerateDeterministic(t *testing.T) {
-	cfg := config{seed: 42, train: 100, test: 100}
+	cfg := config{Seed: 42, Train: 100, Test: 100}
 	a, err := generate(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestGenerateDeterministic(t *testing.T) {
 			t.Errorf("datasets/office/%s is not the generator's output; run go generate ./datasets", name)
 		}
 	}
-	cfg.seed = 7
+	cfg.Seed = 7
 	c, err := generate(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestGenerateDeterministic(t *testing.T) {
 	if bytes.Equal(a["train.jsonl"], c["train.jsonl"]) {
 		t.Error("seeds 42 and 7 gave the same tasks")
 	}
-	if _, err := generate(config{seed: 1, train: 0, test: 1}); err == nil {
+	if _, err := generate(config{Seed: 1, Train: 0, Test: 1}); err == nil {
 		t.Error("generate with no train tasks succeeded")
 	}
 }

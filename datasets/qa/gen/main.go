@@ -16,10 +16,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/datagen"
 )
 
 // questionsPerTask is fixed by the benchmark (ACON D.1, 8-objective QA).
@@ -30,46 +29,17 @@ const questionsPerTask = 8
 const datasetVersion = "1.0.0"
 
 type config struct {
-	seed        uint64
-	out         string
-	train, test int
+	datagen.Config
 	// entities overrides the world size (0: sized to the task count).
 	entities int
 }
 
 func main() {
 	var cfg config
-	flag.Uint64Var(&cfg.seed, "seed", 42, "random seed")
-	flag.StringVar(&cfg.out, "out", "datasets/qa", "output directory")
-	flag.IntVar(&cfg.train, "train", 100, "number of train tasks")
-	flag.IntVar(&cfg.test, "test", 100, "number of test tasks")
+	cfg.Flags(flag.CommandLine, "datasets/qa")
 	flag.IntVar(&cfg.entities, "entities", 0, "number of entities in the world (0: enough for the tasks)")
 	flag.Parse()
-	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
-	}
-}
-
-func run(cfg config) error {
-	files, err := generate(cfg)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
-		return fmt.Errorf("create output directory: %w", err)
-	}
-	for _, f := range files {
-		if err := atomicfile.WriteFile(filepath.Join(cfg.out, f.name), f.data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type outFile struct {
-	name string
-	data []byte
+	os.Exit(datagen.Main(cfg.Out, func() (map[string][]byte, error) { return generate(cfg) }))
 }
 
 type corpusLine struct {
@@ -89,19 +59,19 @@ type questionLine struct {
 }
 
 // generate builds the world, checks the corpus and renders every file.
-func generate(cfg config) ([]outFile, error) {
-	if cfg.train < 1 || cfg.test < 1 {
-		return nil, fmt.Errorf("-train and -test must be positive, got %d and %d", cfg.train, cfg.test)
+func generate(cfg config) (map[string][]byte, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	if cfg.entities < 0 {
 		return nil, fmt.Errorf("-entities must not be negative, got %d", cfg.entities)
 	}
-	base, siblings := worldSize(cfg.train + cfg.test)
+	base, siblings := worldSize(cfg.Train + cfg.Test)
 	if cfg.entities > 0 {
 		siblings = cfg.entities * siblingEntities / (baseEntities + siblingEntities)
 		base = cfg.entities - siblings
 	}
-	w := newWorld(cfg.seed, base, siblings)
+	w := newWorld(cfg.Seed, base, siblings)
 	ps := w.passages()
 	ids := make([]string, len(ps))
 	for i := range ps {
@@ -110,7 +80,7 @@ func generate(cfg config) ([]outFile, error) {
 	if err := w.checkCorpus(ps, ids); err != nil {
 		return nil, fmt.Errorf("corpus check: %w", err)
 	}
-	tasks, err := w.tasks(cfg.train, cfg.test)
+	tasks, err := w.tasks(cfg.Train, cfg.Test)
 	if err != nil {
 		return nil, err
 	}
@@ -134,27 +104,25 @@ func generate(cfg config) ([]outFile, error) {
 		}
 		return b.Bytes(), nil
 	}
-	train, err := split("train", tasks[:cfg.train])
+	train, err := split("train", tasks[:cfg.Train])
 	if err != nil {
 		return nil, err
 	}
-	test, err := split("test", tasks[cfg.train:])
+	test, err := split("test", tasks[cfg.Train:])
 	if err != nil {
 		return nil, err
 	}
-	version := fmt.Sprintf("%s+seed%d.train%d.test%d", datasetVersion, cfg.seed, cfg.train, cfg.test)
-	files := []outFile{
-		{"corpus.jsonl", corpus.Bytes()},
-		{"train.jsonl", train},
-		{"test.jsonl", test},
-		{"VERSION", []byte(version + "\n")},
-	}
-	st := w.stats(ps, tasks, cfg.train)
-	st.version, st.seed = version, cfg.seed
-	for _, f := range files[:3] {
-		st.bytes += len(f.data)
-	}
-	return append(files, outFile{"README.md", st.readme()}), nil
+	version := cfg.Version(datasetVersion)
+	st := w.stats(ps, tasks, cfg.Train)
+	st.version, st.seed = version, cfg.Seed
+	st.bytes = corpus.Len() + len(train) + len(test)
+	return map[string][]byte{
+		"corpus.jsonl": corpus.Bytes(),
+		"train.jsonl":  train,
+		"test.jsonl":   test,
+		"VERSION":      []byte(version + "\n"),
+		"README.md":    st.readme(),
+	}, nil
 }
 
 func writeJSONLine(b *bytes.Buffer, v any) error {

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxopt/ctxopt/internal/datagen"
 	"github.com/ctxopt/ctxopt/internal/golden"
 )
 
-var defaultConfig = config{seed: 42, train: 100, test: 100}
+var defaultConfig = config{Config: datagen.Config{Seed: 42, Train: 100, Test: 100}}
 
 // TestGenerateDeterministic generates twice into temp dirs and compares the
 // files with each other and with the checked-in dataset.
@@ -21,11 +22,15 @@ func TestGenerateDeterministic(t *testing.T) {
 	var dirs []string
 	for range 2 {
 		cfg := defaultConfig
-		cfg.out = t.TempDir()
-		if err := run(cfg); err != nil {
+		cfg.Out = t.TempDir()
+		files, err := generate(cfg)
+		if err != nil {
 			t.Fatal(err)
 		}
-		dirs = append(dirs, cfg.out)
+		if err := datagen.Write(cfg.Out, files); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, cfg.Out)
 	}
 	for _, name := range []string{"corpus.jsonl", "train.jsonl", "test.jsonl", "VERSION", "README.md"} {
 		a := readFile(t, filepath.Join(dirs[0], name))
@@ -47,21 +52,21 @@ func TestGenerateSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := defaultConfig
-	cfg.seed = 7
+	cfg.Seed = 7
 	b, err := generate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Equal(a[0].data, b[0].data) {
+	if bytes.Equal(a["corpus.jsonl"], b["corpus.jsonl"]) {
 		t.Error("seeds 42 and 7 gave the same corpus")
 	}
-	if _, err := generate(config{seed: 1, train: 0, test: 1}); err == nil {
+	if _, err := generate(config{Config: datagen.Config{Seed: 1, Train: 0, Test: 1}}); err == nil {
 		t.Error("generate with no train tasks succeeded")
 	}
-	if _, err := generate(config{seed: 1, train: 40, test: 40, entities: 120}); err == nil || !strings.Contains(err.Error(), "too few") {
+	if _, err := generate(config{Config: datagen.Config{Seed: 1, Train: 40, Test: 40}, entities: 120}); err == nil || !strings.Contains(err.Error(), "too few") {
 		t.Errorf("generate with more questions than facts: %v, want a too-few error", err)
 	}
-	if _, err := generate(config{seed: 1, train: 1, test: 1, entities: -1}); err == nil {
+	if _, err := generate(config{Config: datagen.Config{Seed: 1, Train: 1, Test: 1}, entities: -1}); err == nil {
 		t.Error("generate with negative -entities succeeded")
 	}
 }
@@ -74,7 +79,7 @@ func TestGenerateAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates a 28 MB dataset")
 	}
-	cfg := config{seed: 42, train: 4000, test: 1000}
+	cfg := config{Config: datagen.Config{Seed: 42, Train: 4000, Test: 1000}}
 	files, err := generate(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -82,22 +87,23 @@ func TestGenerateAtScale(t *testing.T) {
 	var sums strings.Builder
 	questions := map[string]bool{}
 	tasks := map[string]bool{}
-	for _, f := range files {
-		fmt.Fprintf(&sums, "%x  %s\n", sha256.Sum256(f.data), f.name)
-		if f.name != "train.jsonl" && f.name != "test.jsonl" {
+	for _, name := range []string{"corpus.jsonl", "train.jsonl", "test.jsonl", "VERSION", "README.md"} {
+		data := files[name]
+		fmt.Fprintf(&sums, "%x  %s\n", sha256.Sum256(data), name)
+		if name != "train.jsonl" && name != "test.jsonl" {
 			continue
 		}
-		for i, line := range bytes.Split(bytes.TrimSpace(f.data), []byte("\n")) {
+		for i, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
 			var task taskLine
 			if err := json.Unmarshal(line, &task); err != nil {
-				t.Fatalf("%s line %d: %v", f.name, i+1, err)
+				t.Fatalf("%s line %d: %v", name, i+1, err)
 			}
 			if len(task.Questions) != questionsPerTask {
-				t.Fatalf("%s: task %s has %d questions", f.name, task.ID, len(task.Questions))
+				t.Fatalf("%s: task %s has %d questions", name, task.ID, len(task.Questions))
 			}
 			for _, q := range task.Questions {
 				if questions[q.Q] {
-					t.Fatalf("%s: task %s asks %q again", f.name, task.ID, q.Q)
+					t.Fatalf("%s: task %s asks %q again", name, task.ID, q.Q)
 				}
 				questions[q.Q] = true
 			}
