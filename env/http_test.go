@@ -37,6 +37,18 @@ func genericConfig(srv *fakeenv.Server) env.HTTPConfig {
 	}
 }
 
+// newHTTP opens the HTTP environment cfg describes, and closes srv when
+// the test ends.
+func newHTTP(t *testing.T, srv *fakeenv.Server, cfg env.HTTPConfig) *env.HTTPEnv {
+	t.Helper()
+	t.Cleanup(srv.Close)
+	e, err := env.NewHTTP(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func act(tool, args string) env.Action {
 	return env.Action{Tool: tool, Arguments: json.RawMessage(args)}
 }
@@ -76,12 +88,8 @@ func TestHTTPEpisodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defer tt.srv.Close()
 			ctx := context.Background()
-			e, err := env.NewHTTP(ctx, tt.cfg(tt.srv), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newHTTP(t, tt.srv, tt.cfg(tt.srv))
 			train, err := e.Tasks("train")
 			if err != nil || len(train) != 1 || train[0].ID != tasks[0].ID {
 				t.Fatalf("train tasks %+v, %v", train, err)
@@ -143,12 +151,8 @@ func TestHTTPReplyShape(t *testing.T) {
 			act("execute", `{"code": "x"}`), `no value at "output" (env.http.step.observation)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			defer tt.srv.Close()
 			ctx := context.Background()
-			e, err := env.NewHTTP(ctx, tt.cfg(tt.srv), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newHTTP(t, tt.srv, tt.cfg(tt.srv))
 			ts, _ := e.Tasks("train")
 			ep, err := e.Reset(ctx, ts[0])
 			if err != nil {
@@ -178,12 +182,8 @@ func TestHTTPRetries(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakeenv.NewGeneric(tasks, tt.opts)
-			defer srv.Close()
 			ctx := context.Background()
-			e, err := env.NewHTTP(ctx, genericConfig(srv), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newHTTP(t, srv, genericConfig(srv))
 			ts, _ := e.Tasks("train")
 			ep, err := e.Reset(ctx, ts[0])
 			if err != nil {
