@@ -576,7 +576,8 @@ func goStats(url string) map[string]float64 {
 	return out
 }
 
-var goGauges = []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes"}
+var goGauges = []string{"go_goroutines", "go_threads", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes",
+	"go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_next_gc_bytes"}
 
 func rss(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -612,7 +613,7 @@ func slope(x, y []float64) float64 {
 
 // flatWithin is the verdict's bound: memory is flat when the median of
 // the last third of the samples after the warm-up is within this fraction
-// of the median of the first third. Medians, not a fitted line, so that a
+// of the median of the first third (growing above it, falling below). Medians, not a fitted line, so that a
 // burst of requests in flight (a stall of the upstream on a busy machine)
 // is not read as growth, while growth that lasts is; RSS moves in pages
 // and the Go heap in GC cycles, so a few per cent is noise.
@@ -724,6 +725,10 @@ func hold(url string, pid, conns int, d, warmup time.Duration) error {
 		mb(first.gauges["go_memstats_heap_inuse_bytes"]), mb(last.gauges["go_memstats_heap_inuse_bytes"]), mb(heapSlope),
 		mb(first.gauges["go_memstats_stack_inuse_bytes"]), mb(last.gauges["go_memstats_stack_inuse_bytes"]), mb(stackSlope),
 		first.gauges["go_goroutines"], last.gauges["go_goroutines"])
+	g0, g1 := first.gauges, last.gauges
+	fmt.Printf("memory: heap idle not returned %.1f MB then %.1f MB, next GC at %.1f MB then %.1f MB, threads %.0f then %.0f\n",
+		mb(g0["go_memstats_heap_idle_bytes"]-g0["go_memstats_heap_released_bytes"]), mb(g1["go_memstats_heap_idle_bytes"]-g1["go_memstats_heap_released_bytes"]),
+		mb(g0["go_memstats_next_gc_bytes"]), mb(g1["go_memstats_next_gc_bytes"]), g0["go_threads"], g1["go_threads"])
 	verdict := func(get func(memSample) float64) string {
 		third := len(after) / 3
 		var early, late []float64
@@ -736,8 +741,11 @@ func hold(url string, pid, conns int, d, warmup time.Duration) error {
 		from, to := median(early), median(late)
 		change := (to - from) / from
 		word, rel := "flat", "within"
-		if change >= flatWithin || change <= -flatWithin {
-			word, rel = "NOT flat", "beyond"
+		switch {
+		case change >= flatWithin:
+			word, rel = "GROWING", "beyond"
+		case change <= -flatWithin:
+			word, rel = "falling (no growth)", "beyond"
 		}
 		return fmt.Sprintf("%s (median of the last third %.1f MB vs the first %.1f MB: %+.1f%%, %s ±%.0f%%)", word, mb(to), mb(from), 100*change, rel, 100*flatWithin)
 	}
