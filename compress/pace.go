@@ -612,26 +612,57 @@ func (c *pace) Tools() []llm.Tool {
 }
 
 // CallTool answers glimpse with the full chunks; bad arguments get an
-// "error:" answer, as environments answer bad actions.
+// "error:" answer, as environments answer bad actions. A chunk that is a
+// glimpse itself stands for the chunks it showed, so glimpses never nest
+// (each would hold the last one's text again) and the answer stays within
+// glimpse_max chunks.
 func (c *pace) CallTool(_ context.Context, in Input, call llm.ToolCall) string {
-	var args struct {
-		Chunks []int `json:"chunks"`
-	}
-	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || len(args.Chunks) == 0 {
+	ids, ok := glimpseArgs(call.Arguments)
+	if !ok {
 		return `error: glimpse takes {"chunks": [chunk ids]}`
 	}
-	if len(args.Chunks) > c.p.GlimpseMax {
-		return fmt.Sprintf("error: glimpse shows at most %d chunks per call, got %d", c.p.GlimpseMax, len(args.Chunks))
+	if len(ids) > c.p.GlimpseMax {
+		return fmt.Sprintf("error: glimpse shows at most %d chunks per call, got %d", c.p.GlimpseMax, len(ids))
 	}
 	turns := turnsOf(in.History, 1)
 	var b strings.Builder
-	for _, id := range args.Chunks {
+	shown := map[int]bool{}
+	var show func(id int)
+	show = func(id int) {
+		if shown[id] || len(shown) == c.p.GlimpseMax {
+			return
+		}
 		if id < 1 || id > len(turns) {
 			fmt.Fprintf(&b, "error: no chunk %d (chunks are 1 to %d)\n", id, len(turns))
-			continue
+			return
 		}
 		tr := turns[id-1]
+		if tc := in.History[tr.Start].ToolCalls; len(tc) > 0 && tc[0].Name == GlimpseTool {
+			if inner, ok := glimpseArgs(tc[0].Arguments); ok {
+				for _, j := range inner {
+					if j < id { // a glimpse shows earlier chunks only
+						show(j)
+					}
+				}
+				return
+			}
+		}
+		shown[id] = true
 		b.WriteString(FormatHistory(in.History[tr.Start:tr.End], tr.Step))
 	}
+	for _, id := range ids {
+		show(id)
+	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// glimpseArgs reads glimpse's chunk ids; ok is false when there are none.
+func glimpseArgs(args string) ([]int, bool) {
+	var a struct {
+		Chunks []int `json:"chunks"`
+	}
+	if err := json.Unmarshal([]byte(args), &a); err != nil || len(a.Chunks) == 0 {
+		return nil, false
+	}
+	return a.Chunks, true
 }

@@ -209,6 +209,16 @@ func TestPACEGlimpse(t *testing.T) {
 			t.Fatalf("glimpse %s = %q, want %q", args, got, want)
 		}
 	}
+	// A glimpse of a glimpse shows the chunks the first one showed, once.
+	n := len(turnsOf(in.History, 1))
+	first := s.Tools.CallTool(context.Background(), in, llm.ToolCall{Name: GlimpseTool, Arguments: `{"chunks":[1]}`})
+	in.History = append(in.History,
+		llm.Message{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "g1", Name: GlimpseTool, Arguments: `{"chunks":[1]}`}}},
+		llm.Message{Role: "tool", ToolCallID: "g1", Name: GlimpseTool, Content: first})
+	again := s.Tools.CallTool(context.Background(), in, llm.ToolCall{Name: GlimpseTool, Arguments: fmt.Sprintf(`{"chunks":[%d,1]}`, n+1)})
+	if again != first {
+		t.Fatalf("glimpse of glimpse chunk %d = %q, want chunk 1 alone: %q", n+1, again, first)
+	}
 	off := false
 	s, err = New(PACE, Params{PACE: PACEParams{Glimpse: &off}}, Deps{Tokenizer: testTokenizer(t), Compressor: &summaryFake{}, Embedder: &bowEmbedder{}})
 	if err != nil || s.Tools != nil {
@@ -217,7 +227,7 @@ func TestPACEGlimpse(t *testing.T) {
 }
 
 func TestSortHigh32IsStableByWeight(t *testing.T) {
-	keys := []uint64{3<<32 | 0, 1<<32 | 1, 3<<32 | 2, 0x7f000000<<32 | 3, 1<<32 | 4, 0<<32 | 5, 0x100<<32 | 6}
+	keys := []uint64{3<<32 + 0, 1<<32 + 1, 3<<32 + 2, 0x7f000000<<32 + 3, 1<<32 + 4, 0<<32 + 5, 0x100<<32 + 6}
 	want := slices.Clone(keys)
 	slices.Sort(want) // the index in the low bits makes equal weights keep their order
 	sortHigh32(keys, nil)

@@ -28,6 +28,11 @@ type QAOptions struct {
 	// questions regrouped into tasks of this many, answered one at a time
 	// with the answer tool (qa_long.go).
 	QuestionsPerTask int
+	// SearchBudget > 0 caps the searches of an episode, as a metered search
+	// API does: later searches get an error observation and reach no index.
+	// Re-finding what the context lost then costs something, as it does in
+	// a real environment (0: no cap).
+	SearchBudget int
 	// Limits bound each dataset file and line; zero fields take
 	// DefaultLimits'.
 	Limits jsonl.Limits
@@ -50,6 +55,8 @@ type QA struct {
 	version   string
 	// long is the long-horizon variant, with the answer tool.
 	long bool
+	// searchBudget caps the searches of an episode (0: no cap).
+	searchBudget int
 }
 
 var _ Environment = (*QA)(nil)
@@ -57,8 +64,8 @@ var _ Environment = (*QA)(nil)
 // NewQA loads and validates the dataset; its corpus is indexed on the first
 // search.
 func NewQA(opts QAOptions) (*QA, error) {
-	if opts.TopK < 0 || opts.QuestionsPerTask < 0 {
-		return nil, fmt.Errorf("qa: top_k and questions_per_task must not be negative, got %d and %d", opts.TopK, opts.QuestionsPerTask)
+	if opts.TopK < 0 || opts.QuestionsPerTask < 0 || opts.SearchBudget < 0 {
+		return nil, fmt.Errorf("qa: top_k, questions_per_task and search_budget must not be negative, got %d, %d and %d", opts.TopK, opts.QuestionsPerTask, opts.SearchBudget)
 	}
 	lim := opts.Limits
 	if lim.Line == 0 {
@@ -71,7 +78,7 @@ func NewQA(opts QAOptions) (*QA, error) {
 	if opts.Dir != "" {
 		d = dataset{fsys: os.DirFS(opts.Dir), display: func(name string) string { return filepath.Join(opts.Dir, name) }, limits: lim}
 	}
-	q := &QA{topK: opts.TopK, tasks: map[string][]Task{}}
+	q := &QA{topK: opts.TopK, tasks: map[string][]Task{}, searchBudget: opts.SearchBudget}
 	if q.topK == 0 {
 		q.topK = 3
 	}
@@ -120,10 +127,14 @@ func (q *QA) Version() string { return q.version }
 
 // Tools are search and finish, and answer in the long-horizon variant.
 func (q *QA) Tools() []ToolSpec {
+	search := fmt.Sprintf("Search the knowledge base; returns the %d most relevant passages.", q.topK)
+	if q.searchBudget > 0 {
+		search += fmt.Sprintf(" At most %d searches per task.", q.searchBudget)
+	}
 	ts := []ToolSpec{
 		{
 			Name:        "search",
-			Description: fmt.Sprintf("Search the knowledge base; returns the %d most relevant passages.", q.topK),
+			Description: search,
 			Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"The search query."}},"required":["query"]}`),
 		},
 		{
@@ -186,6 +197,10 @@ func (q *QA) search(query string) string {
 	return b.String()
 }
 
+// SearchBudgetSpent opens the error observation of a search beyond the
+// episode's search budget (QAOptions.SearchBudget).
+const SearchBudgetSpent = "the search budget of this task is spent"
+
 type qaEpisode struct {
 	env       *QA
 	questions []Question
@@ -196,6 +211,8 @@ type qaEpisode struct {
 	// answers and given hold the answer tool's answers (long variant).
 	answers []string
 	given   []bool
+	// searches counts the searches that reached the index.
+	searches int
 }
 
 // Step runs a search or finishes. Bad input is the agent's mistake, so it is
@@ -216,6 +233,10 @@ func (e *qaEpisode) Step(ctx context.Context, a Action) (StepResult, error) {
 		if msg != "" {
 			return StepResult{Observation: "error: " + msg}, nil
 		}
+		if b := e.env.searchBudget; b > 0 && e.searches >= b {
+			return StepResult{Observation: fmt.Sprintf("error: %s (%d searches); answer from what you have found.", SearchBudgetSpent, b)}, nil
+		}
+		e.searches++
 		return StepResult{Observation: e.env.search(query)}, nil
 	case "finish":
 		answers, msg := finishArgs(a.Arguments)

@@ -87,3 +87,53 @@ func hasTool(ts []ToolSpec, name string) bool {
 	}
 	return false
 }
+
+func TestQASearchBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		budget, calls int
+		wantIndexed   int
+	}{
+		{"no cap", 0, 4, 4},
+		{"cap of two", 2, 4, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := NewQA(QAOptions{QuestionsPerTask: 64, SearchBudget: tc.budget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := q.Tools()[0].Description; strings.Contains(got, "At most") != (tc.budget > 0) {
+				t.Fatalf("search description %q with budget %d", got, tc.budget)
+			}
+			tasks, _ := q.Tasks("train")
+			ep, err := q.Reset(context.Background(), tasks[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			indexed := 0
+			for i := range tc.calls {
+				args, _ := json.Marshal(map[string]string{"query": tasks[0].Questions[i].Text})
+				res, err := ep.Step(context.Background(), Action{Tool: "search", Arguments: args})
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case strings.HasPrefix(res.Observation, "[1] (doc "):
+					indexed++
+				case !strings.HasPrefix(res.Observation, "error: "+SearchBudgetSpent+" (2 searches)"):
+					t.Fatalf("search %d: %q", i+1, res.Observation)
+				}
+			}
+			if indexed != tc.wantIndexed {
+				t.Fatalf("%d searches reached the index, want %d", indexed, tc.wantIndexed)
+			}
+			// A malformed search is the agent's mistake and costs nothing.
+			if res, _ := ep.Step(context.Background(), Action{Tool: "search", Arguments: json.RawMessage(`{}`)}); !strings.Contains(res.Observation, `needs the field "query"`) {
+				t.Fatalf("bad search: %q", res.Observation)
+			}
+		})
+	}
+	if _, err := NewQA(QAOptions{SearchBudget: -1}); err == nil || !strings.Contains(err.Error(), "search_budget") {
+		t.Fatalf("negative budget: %v", err)
+	}
+}

@@ -71,6 +71,9 @@ type EnvSpec struct {
 	// many questions answered one at a time (e.g. 64, with a step limit in
 	// the hundreds).
 	QuestionsPerTask int `yaml:"questions_per_task" json:"questions_per_task,omitempty"`
+	// SearchBudget > 0 caps qa's searches per task, as a metered search API
+	// does, so re-finding a fact the context lost costs something.
+	SearchBudget int `yaml:"search_budget" json:"search_budget,omitempty"`
 	// MaxLineBytes and MaxFileBytes bound each dataset line and file
 	// (0: env.DefaultLimits), so a broken file fails fast instead of
 	// exhausting memory.
@@ -496,6 +499,7 @@ func (j *Job) problems() []fieldProblem {
 	notNegative("env.train_limit", float64(j.Env.TrainLimit))
 	notNegative("env.test_limit", float64(j.Env.TestLimit))
 	notNegative("env.questions_per_task", float64(j.Env.QuestionsPerTask))
+	notNegative("env.search_budget", float64(j.Env.SearchBudget))
 	notNegative("env.max_line_bytes", float64(j.Env.MaxLineBytes))
 	notNegative("env.max_file_bytes", float64(j.Env.MaxFileBytes))
 	count("compression.history.threshold", j.Compression.History.Threshold, 1, maxThreshold)

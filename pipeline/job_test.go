@@ -67,7 +67,7 @@ func TestParseJob(t *testing.T) {
 	}
 }
 
-func mustRead(t *testing.T, path string) string {
+func mustRead(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.FromSlash(path))
 	if err != nil {

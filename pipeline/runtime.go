@@ -35,7 +35,7 @@ func openEnv(ctx context.Context, spec EnvSpec) (Environment, error) {
 	case EnvOffice:
 		return env.NewOffice(env.OfficeOptions{StepLimit: spec.StepLimit})
 	}
-	return env.NewQA(env.QAOptions{Dir: spec.Dataset, TopK: spec.TopK, QuestionsPerTask: spec.QuestionsPerTask, Limits: spec.DatasetLimits()})
+	return env.NewQA(env.QAOptions{Dir: spec.Dataset, TopK: spec.TopK, QuestionsPerTask: spec.QuestionsPerTask, SearchBudget: spec.SearchBudget, Limits: spec.DatasetLimits()})
 }
 
 // Runtime is what a job runs with: one client per role, the environment,

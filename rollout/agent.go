@@ -32,6 +32,10 @@ type Modeled interface {
 // Defaults of ACON D.3 and the issue.
 const (
 	DefaultStepLimit = 30
+	// LastStepNotice is appended to the agent's context before its last
+	// step, as agent harnesses do at their step limit, so the agent submits
+	// what it has instead of being cut off with nothing submitted.
+	LastStepNotice = "Step limit: this is your last action. Submit your final answer now with what you have found; nothing after it will run."
 	// malformedRetries is how often a reply with unparsable tool arguments
 	// is asked for again before it is passed to the environment as is.
 	malformedRetries = 2
@@ -104,6 +108,8 @@ type run struct {
 	covered int
 	state   any
 	step    int
+	// lastStep: the agent was told this step is its last.
+	lastStep bool
 	// tokens of msgs[1:], kept incrementally.
 	counter *Counter
 }
@@ -194,6 +200,10 @@ func (r *run) loop(ctx context.Context) error {
 			r.finish(s, false)
 			return nil
 		}
+		if r.step == limit-1 {
+			r.lastStep = true
+			r.append(llm.Message{Role: "user", Content: LastStepNotice})
+		}
 		reply, err := r.callAgent(ctx)
 		if err != nil {
 			return err
@@ -251,7 +261,9 @@ func (r *run) infraOr(ctx context.Context, err error) (*Trajectory, error) {
 func (r *run) finish(s env.Score, stepLimit bool) {
 	r.traj.Score = s
 	r.traj.Success = s.Success
-	r.traj.StepLimit = stepLimit
+	// A run that used its last step reached the limit, even when the
+	// agent then finished.
+	r.traj.StepLimit = stepLimit || r.lastStep
 }
 
 // callAgent asks the agent for its next action, asking again (as another

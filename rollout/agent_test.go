@@ -54,10 +54,12 @@ var summaryCount = regexp.MustCompile(`searched=(\d+)`)
 
 // fakeAgent searches until it has seen `need` searches (counting those a
 // summary reports), then finishes. Malformed replies come for sample 0 when
-// malformedFirst is set.
+// malformedFirst is set. With heedsNotice it also finishes when told its
+// step is the last.
 type fakeAgent struct {
 	need           int
 	malformedFirst bool
+	heedsNotice    bool
 	fail           error
 	calls          atomic.Int64
 }
@@ -76,7 +78,7 @@ func (f *fakeAgent) Complete(_ context.Context, req llm.Request) (llm.Response, 
 		}
 	}
 	call := llm.ToolCall{ID: fmt.Sprintf("c%d", seen), Name: "search", Arguments: fmt.Sprintf(`{"query":"q%d"}`, seen)}
-	if seen >= f.need {
+	if seen >= f.need || f.heedsNotice && req.Messages[len(req.Messages)-1].Content == LastStepNotice {
 		call = llm.ToolCall{ID: "fin", Name: "finish", Arguments: `{"answers":["done"]}`}
 	}
 	if f.malformedFirst && req.Sample == 0 {
@@ -192,8 +194,9 @@ func TestAgentStrategies(t *testing.T) {
 				if !tr.StepLimit {
 					t.Fatal("want step limit")
 				}
-				if n := len(tr.Turns[len(tr.Turns)-1].Input); n != 2+2*2 {
-					t.Fatalf("fifo context = %d messages, want 6", n)
+				last := tr.Turns[len(tr.Turns)-1].Input
+				if n := len(last); n != 2+2*2+1 || last[n-1].Content != LastStepNotice {
+					t.Fatalf("fifo's last context = %d messages ending %q, want the task, 2 turns and the last-step notice", n, last[n-1].Content)
 				}
 			},
 		},
@@ -397,4 +400,33 @@ func TestRunDirGuards(t *testing.T) {
 			t.Fatalf("second run: %v %+v", err, res.Summary)
 		}
 	})
+}
+
+func TestAgentLastStepNotice(t *testing.T) {
+	tok := testTokenizer(t)
+	for _, tc := range []struct {
+		name        string
+		heeds       bool
+		wantSuccess bool
+	}{
+		{"an agent that heeds it submits at the limit", true, true},
+		{"an agent that ignores it is cut off with nothing submitted", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Agent{Env: fakeEnv{obsWords: 5}, Model: &fakeAgent{need: 100, heedsNotice: tc.heeds}, Tokenizer: tok, StepLimit: 4}
+			tr, err := a.Run(context.Background(), testTask())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Success != tc.wantSuccess || !tr.StepLimit || len(tr.Turns) != 4 {
+				t.Fatalf("success %v, step limit %v, %d turns; want success %v at the limit of 4", tr.Success, tr.StepLimit, len(tr.Turns), tc.wantSuccess)
+			}
+			for i, turn := range tr.Turns {
+				told := turn.Input[len(turn.Input)-1].Content == LastStepNotice
+				if told != (i == 3) {
+					t.Fatalf("turn %d: told it is the last = %v", i+1, told)
+				}
+			}
+		})
+	}
 }

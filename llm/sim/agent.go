@@ -36,6 +36,10 @@ type agentContext struct {
 	text, lower []byte
 	// queries are the lower-case distinct queries, in order of appearance.
 	queries []string
+	// spent: the environment said the task's search budget is spent.
+	spent bool
+	// last: the harness said this step is the last (rollout.LastStepNotice).
+	last bool
 }
 
 // ctxBufs recycles the context buffers: agent calls are the bulk of the
@@ -78,7 +82,16 @@ func newAgentContext(msgs []llm.Message, c *agentContext) {
 			c.lower[i] = b + 'a' - 'A'
 		}
 	}
+	c.spent = bytes.Contains(c.lower, searchBudgetSpent)
+	c.last = bytes.Contains(c.lower, lastStepNotice)
 }
+
+// lastStepNotice is how the rollout says a step is the agent's last.
+var lastStepNotice = []byte("this is your last action")
+
+// searchBudgetSpent is what qa answers a search beyond the task's search
+// budget with (env.SearchBudgetSpent).
+var searchBudgetSpent = []byte("the search budget of this task is spent")
 
 // searchQuery returns the "query" of search arguments, "" when they are not
 // valid JSON.
@@ -221,7 +234,7 @@ func agentReply(msgs []llm.Message) agentTurn {
 		n := c.attempts(q)
 		// A FACT CACHE line for the question means its lookup is done even
 		// when the agent cannot read the answer from it (form 3).
-		if q.Rel == "" || n >= maxAttempts || c.cachedLine(q) {
+		if q.Rel == "" || n >= maxAttempts || c.cachedLine(q) || c.spent || c.last {
 			answers[i] = unknownAnswer
 			continue
 		}

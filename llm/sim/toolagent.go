@@ -38,8 +38,9 @@ var (
 // the question at hand before searching again). Without them it is
 // agentReply.
 func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
-	var answerMode, glimpse, search, readInput bool
+	var answerMode, glimpse, search, readInput, finish bool
 	for _, t := range tools {
+		finish = finish || t.Name == "finish"
 		answerMode = answerMode || t.Name == answerToolName
 		glimpse = glimpse || t.Name == glimpseToolName
 		search = search || t.Name == searchToolName
@@ -56,8 +57,12 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 	defer ctxBufs.Put(c)
 	newAgentContext(msgs, c)
 	if !answerMode {
-		// Finish mode: the question agentReply would search for next.
+		// Finish mode: the question agentReply would search for next,
+		// unless this step is the last (agentReply then finishes).
 		for _, q := range qs {
+			if c.last {
+				break
+			}
 			if _, ok := c.answer(q); ok || q.Rel == "" || c.attempts(q) >= maxAttempts || c.cachedLine(q) {
 				continue
 			}
@@ -77,6 +82,18 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 		}
 	}
 	n := nextQuestion(c, total)
+	if c.last && finish {
+		// The last step: submit every answer the context shows; the ones
+		// recorded with the answer tool stay where this one has none.
+		answers := make([]string, len(qs))
+		for i, q := range qs {
+			answers[i], _ = c.answer(q)
+		}
+		args, _ := json.Marshal(struct {
+			Answers []string `json:"answers"`
+		}{answers})
+		return agentTurn{Thought: "This is the last step; submitting what I have.", Call: toolCall{Name: "finish", Args: string(args)}}
+	}
 	if n == 0 {
 		return agentTurn{Thought: "Every question has an answer; finishing.", Call: toolCall{Name: "finish", Args: `{"answers":[]}`}}
 	}
@@ -96,7 +113,7 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 		}
 	}
 	tries := max(c.attempts(q), shownAttempts(c, q))
-	if q.Rel == "" || tries >= maxAttempts || !search {
+	if q.Rel == "" || tries >= maxAttempts || !search || c.spent {
 		return answerTurn(q, unknownAnswer)
 	}
 	args, _ := json.Marshal(struct {
@@ -187,7 +204,9 @@ func nextQuestion(c *agentContext, total int) int {
 }
 
 // hiddenChunks lists up to glimpseMax chunks shown as brief or placeholder
-// whose line mentions q's entity and that no visible glimpse asked for.
+// whose line mentions q's entity and that no visible glimpse asked for;
+// chunks that are glimpses themselves are skipped (they only repeat
+// others).
 func hiddenChunks(c *agentContext, q question) []int {
 	if q.Ent == "" {
 		return nil
@@ -205,7 +224,8 @@ func hiddenChunks(c *agentContext, q question) []int {
 	var ids []int
 	for _, m := range chunkLineRe.FindAllStringSubmatch(text, -1) {
 		n, _ := strconv.Atoi(m[1])
-		if seen[n] || !hasWord(asciiLower(m[3]), ent) {
+		line := asciiLower(m[3])
+		if seen[n] || !hasWord(line, ent) || strings.Contains(line, "glimpse(") || strings.Contains(line, "called glimpse") {
 			continue
 		}
 		seen[n] = true

@@ -7,6 +7,9 @@ import (
 	"github.com/ctxopt/ctxopt/llm"
 )
 
+// lastNotice is rollout.LastStepNotice (llm/sim cannot import rollout).
+const lastNotice = "Step limit: this is your last action. Submit your final answer now with what you have found; nothing after it will run."
+
 func TestToolAgent(t *testing.T) {
 	task := llm.Message{Role: "user", Content: "Answer all 2 questions below.\nQ1: What is the capital of Veloria?\nQ2: What is the founder of Ostrava Mills?"}
 	answer := []llm.Tool{{Name: "search"}, {Name: "finish"}, {Name: "answer"}}
@@ -26,6 +29,14 @@ func TestToolAgent(t *testing.T) {
 		{"without glimpse it searches", []llm.Message{task, chunks, {Role: "tool", Content: "Recorded the answer to Q1. Next unanswered: Q2."}}, answer, `search(`},
 		{"a glimpsed chunk is not asked for again", []llm.Message{task, chunks, {Role: "assistant", ToolCalls: []llm.ToolCall{{Name: "glimpse", Arguments: `{"chunks":[1]}`}}}, {Role: "tool", Content: "Recorded the answer to Q1. Next unanswered: Q2."}}, both, `search(`},
 		{"gives up after searches the context shows", []llm.Message{task, {Role: "user", Content: "[chunk 1 | placeholder] step 1: search({\"query\":\"Veloria\"}); result hidden\n[chunk 2 | placeholder] step 2: search({\"query\":\"Veloria capital\"}); result hidden\n[chunk 3 | placeholder] step 3: search({\"query\":\"What is the capital of Veloria?\"}); result hidden"}}, answer, `answer({"question":1,"answer":"unknown"}`},
+		{"glimpses a chunk only for what it hides, not a glimpse of it", []llm.Message{task, {Role: "user", Content: "[chunk 3 | brief] Step 3 called glimpse. The results were about Ostrava Mills.\n[chunk 4 | placeholder] step 4: glimpse({\"chunks\":[1]}) Ostrava Mills; result hidden"}, {Role: "tool", Content: "Recorded the answer to Q1. Next unanswered: Q2."}}, both, `search(`},
+		// The environment's search budget: a spent budget ends the searching,
+		// not the glimpsing.
+		{"gives up when the search budget is spent", []llm.Message{task, {Role: "tool", Content: "error: the search budget of this task is spent (2 searches); answer from what you have found."}}, answer, `answer({"question":1,"answer":"unknown"}`},
+		{"still glimpses when the search budget is spent", []llm.Message{task, chunks, {Role: "tool", Content: "Recorded the answer to Q1. Next unanswered: Q2."}, {Role: "tool", Content: "error: the search budget of this task is spent (2 searches); answer from what you have found."}}, both, `glimpse({"chunks":[1]}`},
+		// The rollout's last-step notice: submit what the context shows.
+		{"submits what it has at the last step", []llm.Message{task, {Role: "tool", Content: "The capital of Veloria is Marnth."}, {Role: "user", Content: lastNotice}}, both, `finish({"answers":["Marnth",""]}`},
+		{"submits what it has at the last step without the answer tool", []llm.Message{task, {Role: "tool", Content: "The capital of Veloria is Marnth."}, chunks, {Role: "user", Content: lastNotice}}, []llm.Tool{{Name: "search"}, {Name: "finish"}, {Name: "glimpse"}}, `finish({"answers":["Marnth","unknown"]}`},
 	}
 	// A workflow (PAACE-Syn): read the input once, then answer from memory.
 	workflow := []llm.Tool{{Name: "read_input"}, {Name: "answer"}, {Name: "finish"}}
