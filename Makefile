@@ -36,7 +36,8 @@ tools:
 # execution and acceptance filter) per second with the embedded model at
 # 2 ms per answer, and the peak heap at 10,000 workflows,
 # the rollout step's non-LLM cost as the history grows,
-# the PACE builder on a 5,000-chunk history, dataset export rows/s and peak
+# the PACE builder on a 5,000-chunk history, PACE's answers with glimpse on
+# and off on the long-horizon qa, dataset export rows/s and peak
 # RSS against DuckDB, optimize serve's added latency, throughput against
 # nginx and memory under 2,000 held connections (bench/serve.sh, about 2.5
 # minutes), peak RSS of a rollout at 1,000 vs 100 tasks, and the cache file
@@ -48,6 +49,7 @@ bench: build tools
 	$(GO) test -run '^$$' -bench 'RunEmbedded' -benchtime 10000x -timeout 30m ./synth/
 	$(GO) test -run '^$$' -bench 'StepOverhead' -benchtime 5x ./rollout/
 	$(GO) test -run '^$$' -bench 'PACEBuilder' ./compress/
+	$(GO) test -run '^$$' -bench 'GlimpseAblation' -benchtime 1x ./pipeline/
 	$(GO) test -run '^$$' -bench 'Count|TokenizerIncremental' ./llm/
 	bash bench/distill.sh
 	bash bench/serve.sh

@@ -567,14 +567,20 @@ const paceHeader = "Earlier steps, shown at a detail chosen by relevance. Call g
 func (c *pace) assemble(old []*chunk, levels []level, ev *Event) (string, int) {
 	size := len(paceHeader)
 	tokens := c.headerTok
-	ev.Levels = map[string][]int{}
+	var steps [lvPlaceholder][]int // the steps shown at each level above placeholder
 	for i, ch := range old {
 		lv := levels[i]
 		size += len(ch.head) + len(levelNames[lv]) + len("] ") + len(ch.rep(lv))
 		tokens += ch.tokensAt(lv) + paceLineTokens
 		ev.TokensIn += ch.fullTok
 		if lv != lvPlaceholder {
-			ev.Levels[levelNames[lv]] = append(ev.Levels[levelNames[lv]], ch.step)
+			steps[lv] = append(steps[lv], ch.step)
+		}
+	}
+	ev.Levels = map[string][]int{}
+	for lv, s := range steps {
+		if len(s) > 0 {
+			ev.Levels[levelNames[lv]] = s
 		}
 	}
 	var b strings.Builder

@@ -42,16 +42,26 @@ func TestPlanAwareKeepsWhatThePlanNeeds(t *testing.T) {
 	client, _ := simClient(t)
 	// Q1 is answered; the plan is Q2 then Q3. The fact Q3 needs (step
 	// t+2 of the plan) is in turn 5, the fact of Q1 in turn 1.
-	plan := []string{"Q2: What is the founder of Ostrava Mills?", "Q3: What is the river of Caldera?"}
+	questions := []string{"Q2: What is the founder of Ostrava Mills?", "Q3: What is the river of Caldera?"}
+	// Office plans are tool steps whose arguments name the facts they need
+	// as {{R of E}} slots; the embedded compressor reads those as questions.
+	toolSteps := []string{
+		`calendar_create {"room":"{{river of Caldera}}","title":"Survey"}`,
+		`email_send {"body":"Founded by {{founder of Ostrava Mills}}.","to":"Ines"}`,
+	}
 	for _, tc := range []struct {
+		name       string
+		plan       []string
 		k          int
 		keep, drop []string
 	}{
-		{3, []string{"river of Caldera: the Sorn", "founder of Ostrava Mills: Ilse Varga"}, []string{"Marnth"}},
-		{1, []string{"founder of Ostrava Mills: Ilse Varga"}, []string{"Sorn", "Marnth"}},
-		{0, nil, []string{"Sorn", "Ilse Varga", "Marnth"}},
+		{"questions k=3", questions, 3, []string{"river of Caldera: the Sorn", "founder of Ostrava Mills: Ilse Varga"}, []string{"Marnth"}},
+		{"questions k=1", questions, 1, []string{"founder of Ostrava Mills: Ilse Varga"}, []string{"Sorn", "Marnth"}},
+		{"questions k=0", questions, 0, nil, []string{"Sorn", "Ilse Varga", "Marnth"}},
+		{"tool steps k=1", toolSteps, 1, []string{"river of Caldera: the Sorn"}, []string{"Ilse Varga", "Marnth"}},
+		{"tool steps k=2", toolSteps, 2, []string{"river of Caldera: the Sorn", "founder of Ostrava Mills: Ilse Varga"}, []string{"Marnth"}},
 	} {
-		t.Run(strings.Repeat("k", tc.k+1), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			k := tc.k
 			s, err := New(PlanAware, Params{PlanAware: PlanAwareParams{K: &k}}, Deps{
 				Tokenizer: testTokenizer(t), Compressor: client,
@@ -61,7 +71,7 @@ func TestPlanAwareKeepsWhatThePlanNeeds(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := fixtureInput()
-			in.Plan = plan
+			in.Plan = tc.plan
 			out, err := s.History.CompressHistory(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
@@ -77,10 +87,10 @@ func TestPlanAwareKeepsWhatThePlanNeeds(t *testing.T) {
 					t.Errorf("summary kept %q, which no plan step in the window needs:\n%s", w, out.Summary)
 				}
 			}
-			if got := out.Event.Vars[VarPlan]; tc.k > 0 && !strings.Contains(got, "1. Q2: ") {
+			if got := out.Event.Vars[VarPlan]; tc.k > 0 && !strings.Contains(got, "1. "+tc.plan[0]) {
 				t.Errorf("plan variable %q", got)
 			}
-			if tc.k == 3 {
+			if tc.name == "questions k=3" {
 				out.Event.Model = ""
 				golden.Check(t, "plan_aware_k3.golden", dump(out))
 			}

@@ -112,7 +112,10 @@ func containsString(ss []string, s string) bool {
 	return false
 }
 
-// planWindow reads the numbered plan lines after marker ("1. Q3: ...").
+// planWindow reads the numbered plan lines after marker: a question
+// ("1. Q3: What is ...?") or a tool step whose arguments name the facts it
+// needs as {{R of E}} slots ("3. email_send {...}", the office plans), each
+// slot read as the question about R of E.
 func planWindow(prompt, marker string) []question {
 	i := strings.Index(prompt, marker)
 	if i < 0 {
@@ -130,6 +133,10 @@ func planWindow(prompt, marker string) []question {
 		}
 		if q, ok := parseQuestionLine(line[j+2:]); ok {
 			qs = append(qs, q)
+			continue
+		}
+		for _, m := range slotRE.FindAllStringSubmatch(line, -1) {
+			qs = append(qs, question{Rel: m[1], Ent: m[2]})
 		}
 	}
 	return qs
