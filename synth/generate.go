@@ -186,6 +186,10 @@ type GenerateSummary struct {
 	Resumed int `json:"resumed"`
 	// ThisRun counts the work of this invocation only.
 	ThisRun RunStats `json:"this_run"`
+	// Usage is the generator's calls, tokens and cost over every
+	// invocation that finished (an invocation killed part way writes no
+	// summary, so its calls are not counted).
+	Usage RoleUsage `json:"generator_usage"`
 }
 
 // RunStats counts one invocation's generator calls.
@@ -264,6 +268,7 @@ type outcome struct {
 	repaired bool
 	rej      *Rejected
 	usage    llm.Usage
+	cost     float64
 	calls    int
 	err      error
 }
@@ -321,6 +326,10 @@ func Generate(ctx context.Context, gen Completer, cfg GenerateConfig, dir string
 	}
 	defer rf.Close()
 	sum.Resumed = next
+	var prev GenerateSummary
+	if b, err := os.ReadFile(filepath.Join(dir, SummaryFile)); err == nil && json.Unmarshal(b, &prev) == nil {
+		sum.Usage = prev.Usage
+	}
 
 	prog := progress.New("generate workflows", max(cfg.Count-next, 0))
 	defer prog.Finish()
@@ -364,6 +373,7 @@ func record(wf, rf *os.File, o *outcome, seen map[uint64]string, sum *GenerateSu
 	sum.ThisRun.Calls += o.calls
 	sum.ThisRun.TokensIn += o.usage.PromptTokens
 	sum.ThisRun.TokensOut += o.usage.CompletionTokens
+	sum.Usage.add(RoleUsage{Calls: o.calls, TokensIn: o.usage.PromptTokens, TokensOut: o.usage.CompletionTokens, CostUSD: o.cost})
 	if o.w != nil {
 		k := dedupKey(o.w)
 		if first, dup := seen[k]; dup {
@@ -408,6 +418,7 @@ func generateOne(ctx context.Context, gen Completer, req request) outcome {
 		o.calls++
 		o.usage.PromptTokens += resp.Usage.PromptTokens
 		o.usage.CompletionTokens += resp.Usage.CompletionTokens
+		o.cost += costOf(gen, resp.Usage)
 		reply := resp.Message.Content
 		w, err := Parse(stripFence(reply))
 		var inv *InvalidError

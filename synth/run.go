@@ -405,7 +405,8 @@ func round6(f float64) float64 { return math.Round(f*1e6) / 1e6 }
 // RunSummary is run-summary.json.
 type RunSummary struct {
 	// Generated is the generation's count when its summary.json is beside
-	// the workflows, else the workflow lines read.
+	// the workflows, else the workflow lines read. Usage then includes the
+	// generator's (generate.go, GenerateSummary.Usage).
 	Generated  int            `json:"generated"`
 	Read       int            `json:"read"`
 	Executed   int            `json:"executed"`
@@ -618,7 +619,11 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 	sum := z.finish()
 	sum.Resumed = resumed
 	sum.TeacherGuideline = x.Config().TeacherGuideline
-	sum.Generated = generatedCount(filepath.Dir(opts.Workflows), sum.Read)
+	var gen RoleUsage
+	sum.Generated, gen = generation(filepath.Dir(opts.Workflows), sum.Read)
+	if gen.Calls > 0 {
+		sum.Usage[RoleGenerator] = gen
+	}
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return sum, err
@@ -630,18 +635,19 @@ func foreignRun(opts RunOptions, n int) error {
 	return fmt.Errorf("%w: %s holds executions of other workflows than the first %d of %s; use another --out", ErrForeignDir, opts.Dir, n, opts.Workflows)
 }
 
-// generatedCount is the generation summary's count of workflows beside the
-// workflows file, else read.
-func generatedCount(dir string, read int) int {
+// generation is the generation summary's count of workflows and
+// generator usage, when its summary.json is beside the workflows; else
+// read and nothing.
+func generation(dir string, read int) (int, RoleUsage) {
 	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
 	if err != nil {
-		return read
+		return read, RoleUsage{}
 	}
 	var g GenerateSummary
 	if json.Unmarshal(b, &g) != nil {
-		return read
+		return read, RoleUsage{}
 	}
-	return g.Generated
+	return g.Generated, g.Usage
 }
 
 // lineID is the id of a workflow line that failed validation, when it has

@@ -40,7 +40,7 @@ func TestSynthRun(t *testing.T) {
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
 	}
-	if sum.Executed != sum.Generated || sum.Executed == 0 || sum.Accepted == 0 || sum.Compressions == 0 || sum.Usage["judge"].Calls != 2*sum.Executed || !strings.Contains(stdout, "accepted") {
+	if sum.Executed != sum.Generated || sum.Executed == 0 || sum.Accepted == 0 || sum.Compressions == 0 || sum.Usage["judge"].Calls != 2*sum.Executed || sum.Usage["generator"].Calls != sum.Generated || !strings.Contains(stdout, "accepted") {
 		t.Fatalf("summary %+v\n%s", sum, stdout)
 	}
 	// The accepted workflows' compressions are paace rows of a dataset
