@@ -18,7 +18,8 @@ require (
 	github.com/urfave/cli/v2 v2.27.7
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/term v0.44.0
-	golang.org/x/text v0.21.0
+	golang.org/x/text v0.23.0
+	gonum.org/v1/gonum v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 
