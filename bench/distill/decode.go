@@ -173,8 +173,8 @@ func (d *decoder) int() (int64, error) {
 	return strconv.ParseInt(n, 10, 64)
 }
 
-// str reads a JSON string. Runs without escapes are sliced, not copied;
-// escaped ones are decoded in one pass after the closing quote is found with
+// str reads a JSON string. Long runs without escapes are sliced, not
+// copied; escaped ones are decoded in one pass after the closing quote is found with
 // IndexByte (vectorized): the generated text has an escaped newline every
 // few dozen bytes, and scanning it byte by byte twice cost as much as
 // encoding the Parquet.
@@ -188,11 +188,19 @@ func (d *decoder) str() (string, error) {
 		return "", errors.New("unterminated string")
 	}
 	d.i += end + 1
-	if !escaped {
-		return rest[:end], nil
+	if escaped {
+		return unescape(rest[:end])
 	}
-	return unescape(rest[:end])
+	// A short field sliced from the line would keep the whole line (kilobytes
+	// of text whose long fields were unescaped into copies) alive as long
+	// as the row: copying it halves the memory of the rows in flight.
+	if end < shortString {
+		return strings.Clone(rest[:end]), nil
+	}
+	return rest[:end], nil
 }
+
+const shortString = 256
 
 // stringEnd is the index of the quote that ends the JSON string at the start
 // of s (after its opening quote), or -1, and whether the string has escapes.
