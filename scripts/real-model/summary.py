@@ -59,7 +59,7 @@ def main() -> None:
     print("(none: no compression, the reference; guideline: scripts/real-model/keep-facts.tmpl)")
 
     rd = load(out / "readers.json")
-    print("\n## Python readers of runs/demo/datasets\n")
+    print("\n## Python readers of the demo job's dataset (out/demo/datasets)\n")
     print(f"pyarrow {rd['pyarrow']}: " + ", ".join(f"{k} {v['rows']} rows (= JSONL), prompt {v['prompt']}" for k, v in rd["parquet"].items()))
     print(f"datasets {rd['datasets']} load_dataset: " + "; ".join(f"config {c}: {splits}" for c, splits in rd["load_dataset"].items()))
 
