@@ -1,11 +1,13 @@
 """Read a dataset written by `optimize distill` with the tools users train
 with: pyarrow (both Parquet files, row counts against the JSONL files, the
 prompt column as a list of message structs) and Hugging Face datasets
-(every config of the card, with its splits). Prints one JSON line; exits 1
+(every config of the card, with its splits and the JSONL's row counts). Prints
+one JSON line; exits 1
 on the first mismatch."""
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import datasets
@@ -40,25 +42,32 @@ def check_parquet(root: Path) -> dict:
     return out
 
 
-def check_datasets(root: Path) -> dict:
+def check_datasets(root: Path, rows: dict) -> dict:
     out = {}
-    for cfg in card_configs(root):
-        name = cfg["config_name"]
-        ds = datasets.load_dataset(str(root), name)
-        want = {f["split"] for f in cfg["data_files"]}
-        if set(ds.keys()) != want:
-            raise SystemExit(f"config {name}: splits {sorted(ds.keys())}, the card names {sorted(want)}")
-        out[name] = {split: ds[split].num_rows for split in sorted(ds.keys())}
+    # A fresh cache: offline, datasets otherwise answers from an earlier
+    # dataset cached under the same directory name (it did, with old rows).
+    with tempfile.TemporaryDirectory() as cache:
+        for cfg in card_configs(root):
+            name = cfg["config_name"]
+            ds = datasets.load_dataset(str(root), name, cache_dir=cache)
+            want = {f["split"] for f in cfg["data_files"]}
+            if set(ds.keys()) != want:
+                raise SystemExit(f"config {name}: splits {sorted(ds.keys())}, the card names {sorted(want)}")
+            out[name] = {split: ds[split].num_rows for split in sorted(ds.keys())}
+            for split, n in out[name].items():
+                if n != rows[split]["rows"]:
+                    raise SystemExit(f"config {name} split {split}: load_dataset read {n} rows, {split}.jsonl has {rows[split]['rows']}")
     return out
 
 
 def main() -> None:
     root = Path(sys.argv[1])
+    parquet = check_parquet(root)
     result = {
         "pyarrow": pa.__version__,
         "datasets": datasets.__version__,
-        "parquet": check_parquet(root),
-        "load_dataset": check_datasets(root),
+        "parquet": parquet,
+        "load_dataset": check_datasets(root, parquet),
     }
     print(json.dumps(result))
 
