@@ -73,24 +73,12 @@ func TestBuildSynthRows(t *testing.T) {
 
 // TestDuckDBReadsSynthRows reads the paace rows' Parquet with DuckDB.
 func TestDuckDBReadsSynthRows(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, statErr := os.Stat(filepath.Join(root, ".cache/node/node_modules/@duckdb/node-api"))
-	node, nodeErr := exec.LookPath("node")
-	if statErr != nil || nodeErr != nil {
-		msg := "DuckDB (node and .cache/node/node_modules/@duckdb/node-api) not installed; run scripts/install-test-tools.sh"
-		if os.Getenv("CTXOPT_REQUIRE_DUCKDB") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	node, check := duckdbCheck(t)
 	dir := filepath.Join(t.TempDir(), "ds")
 	if _, err := Build(t.Context(), "", dir, Options{Synth: []string{"testdata/synth/executions.jsonl"}, ValidationFraction: -1}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(t.Context(), node, filepath.Join(root, "scripts/duckdb-check.mjs"), filepath.Join(dir, parquetName(SplitTrain))).Output()
+	out, err := exec.CommandContext(t.Context(), node, check, filepath.Join(dir, parquetName(SplitTrain))).Output()
 	if err != nil {
 		t.Fatalf("duckdb-check: %v", err)
 	}

@@ -257,9 +257,12 @@ func TestWriterRejectsMalformedRows(t *testing.T) {
 	}
 }
 
-// TestDuckDBReadsParquet reads the files with DuckDB, an independent
-// implementation; scripts/install-test-tools.sh installs it.
-func TestDuckDBReadsParquet(t *testing.T) {
+// duckdbCheck returns node and the repository's DuckDB check script
+// (scripts/duckdb-check.mjs), skipping the test when
+// scripts/install-test-tools.sh has not installed DuckDB, and failing it when
+// CTXOPT_REQUIRE_DUCKDB=1 says it must be there.
+func duckdbCheck(t *testing.T) (node, script string) {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +276,13 @@ func TestDuckDBReadsParquet(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
+	return node, filepath.Join(root, "scripts/duckdb-check.mjs")
+}
+
+// TestDuckDBReadsParquet reads the files with DuckDB, an independent
+// implementation; scripts/install-test-tools.sh installs it.
+func TestDuckDBReadsParquet(t *testing.T) {
+	node, check := duckdbCheck(t)
 	dir := t.TempDir()
 	if _, err := Build(t.Context(), "testdata/run", dir, Options{RowGroupRows: 2}); err != nil {
 		t.Fatal(err)
@@ -281,7 +291,7 @@ func TestDuckDBReadsParquet(t *testing.T) {
 	for _, split := range splitNames {
 		paths = append(paths, filepath.Join(dir, parquetName(split)))
 	}
-	cmd := exec.CommandContext(t.Context(), node, append([]string{filepath.Join(root, "scripts/duckdb-check.mjs")}, paths...)...)
+	cmd := exec.CommandContext(t.Context(), node, append([]string{check}, paths...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
