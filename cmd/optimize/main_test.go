@@ -110,15 +110,22 @@ func TestRolloutStrategies(t *testing.T) {
 
 func readSummary(t *testing.T, dir string) rollout.Summary {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, rollout.SummaryFile))
+	return readJSON[rollout.Summary](t, filepath.Join(dir, rollout.SummaryFile))
+}
+
+// readJSON decodes the JSON file at path into a T, failing the test when it
+// cannot be read or decoded.
+func readJSON[T any](t *testing.T, path string) T {
+	t.Helper()
+	var v T
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s rollout.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	return s
+	return v
 }
 
 // TestRolloutSurvivesSIGKILL kills a rollout mid-run and runs the same

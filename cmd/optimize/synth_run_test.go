@@ -32,14 +32,7 @@ func TestSynthRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var sum synth.RunSummary
-	b, err := os.ReadFile(filepath.Join(out, synth.RunSummaryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum := readJSON[synth.RunSummary](t, filepath.Join(out, synth.RunSummaryFile))
 	if sum.Executed != sum.Generated || sum.Executed == 0 || sum.Accepted == 0 || sum.Compressions == 0 || sum.Usage["judge"].Calls != 2*sum.Executed || sum.Usage["generator"].Calls != sum.Generated || !strings.Contains(stdout, "accepted") {
 		t.Fatalf("summary %+v\n%s", sum, stdout)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,14 +29,7 @@ func TestSynthGenerate(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var sum synth.GenerateSummary
-	b, err := os.ReadFile(filepath.Join(out, synth.SummaryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum := readJSON[synth.GenerateSummary](t, filepath.Join(out, synth.SummaryFile))
 	if sum.Requested != 12 || sum.Generated == 0 || len(sum.ByDomain) != 3 || !strings.Contains(stdout, "generated") {
 		t.Fatalf("summary %+v\n%s", sum, stdout)
 	}
