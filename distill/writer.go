@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/parquet-go/parquet-go"
 	"github.com/sourcegraph/conc/stream"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -92,7 +91,7 @@ type splitWriter struct {
 	jsonl      *asyncFile
 	messages   *asyncFile
 	parquetOut *asyncFile
-	parquet    *parquet.GenericWriter[Row]
+	parquet    *parquetFile
 	batch      []Row
 	batchBytes int
 	stats      statsBuilder
@@ -143,19 +142,9 @@ func (w *Writer) openSplit(name string) (*splitWriter, error) {
 	if sw.parquetOut, err = open(parquetName(name)); err != nil {
 		return sw, err
 	}
-	sw.parquet = parquet.NewGenericWriter[Row](sw.parquetOut,
-		parquet.Compression(zstdCodec),
-		parquet.PageBufferSize(pageBufferSize),
-		// Columns without an encoding tag would default to
-		// DELTA_LENGTH_BYTE_ARRAY, which older readers reject.
-		parquet.DefaultEncodingFor(parquet.ByteArray, &parquet.Plain),
-		parquet.MaxRowsPerRowGroup(int64(w.opts.RowGroupRows)),
-		// parquet-go joins version and "(build" without a space; the
-		// trailing one gives the conventional "ctxopt version 1 (build
-		// distill)" that readers parse.
-		parquet.CreatedBy("ctxopt", "1 ", "distill"),
-		parquet.KeyValueMetadata("ctxopt.split", name),
-	)
+	if sw.parquet, err = newParquetFile(sw.parquetOut, name); err != nil {
+		return sw, fmt.Errorf("write %s: %w", parquetName(name), err)
+	}
 	return sw, nil
 }
 
@@ -213,38 +202,20 @@ func (w *Writer) flushBatch(sw *splitWriter) {
 	}
 	batch := sw.batch
 	sw.batch, sw.batchBytes = make([]Row, 0, len(batch)), 0
-	rg := sw.parquet.BeginRowGroup()
 	w.stream.Go(func() stream.Callback {
-		err := encodeRowGroup(rg, batch)
+		rg, err := encodeRowGroup(batch)
 		return func() {
 			if w.failure() != nil {
 				return
 			}
 			if err == nil {
-				_, err = rg.Commit()
+				err = sw.parquet.commit(rg)
 			}
 			if err != nil {
 				w.fail(fmt.Errorf("write %s: %w", parquetName(sw.name), err))
 			}
 		}
 	})
-}
-
-func encodeRowGroup(rg *parquet.ConcurrentRowGroupWriter, batch []Row) error {
-	schema := rg.Schema()
-	rows := make([]parquet.Row, len(batch))
-	for i := range batch {
-		rows[i] = schema.Deconstruct(nil, &batch[i])
-	}
-	if _, err := rg.WriteRows(rows); err != nil {
-		return fmt.Errorf("encode rows: %w", err)
-	}
-	// Flushing here compresses the pages on this worker; Commit then only
-	// copies bytes.
-	if err := rg.Flush(); err != nil {
-		return fmt.Errorf("compress pages: %w", err)
-	}
-	return nil
 }
 
 func (w *Writer) failure() error {
@@ -291,7 +262,7 @@ func (w *Writer) Close() (WriterStats, error) {
 }
 
 func (sw *splitWriter) finish() error {
-	if err := sw.parquet.Close(); err != nil {
+	if err := sw.parquet.close(); err != nil {
 		return fmt.Errorf("write %s: %w", parquetName(sw.name), err)
 	}
 	return nil

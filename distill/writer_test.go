@@ -364,3 +364,39 @@ func rowsEqual(a, b Row) bool {
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
 }
+
+// TestRowColumns pins the encoder's column constants to the schema
+// parquet-go derives from Row's tags.
+func TestRowColumns(t *testing.T) {
+	want := map[int]string{
+		colID:                "id",
+		colPromptRole:        "prompt.list.element.role",
+		colPromptContent:     "prompt.list.element.content",
+		colCompletionRole:    "completion.list.element.role",
+		colCompletionContent: "completion.list.element.content",
+		colKind:              "kind",
+		colSource:            "source",
+		colTaskID:            "task_id",
+		colStep:              "step",
+		colGuidelineID:       "guideline_id",
+		colTeacherModel:      "teacher_model",
+		colInputTokens:       "input_tokens",
+		colOutputTokens:      "output_tokens",
+		colCompressionRatio:  "compression_ratio",
+		colSplit:             "split",
+	}
+	schema := parquet.SchemaOf(Row{})
+	columns := schema.Columns()
+	if len(columns) != numColumns || len(want) != numColumns {
+		t.Fatalf("schema has %d columns, constants %d, table %d", len(columns), numColumns, len(want))
+	}
+	for i, path := range columns {
+		if got := strings.Join(path, "."); got != want[i] {
+			t.Errorf("column %d is %s, constant names %s", i, got, want[i])
+		}
+		leaf, _ := schema.Lookup(path...)
+		if rep, def := leaf.MaxRepetitionLevel, leaf.MaxDefinitionLevel; (i >= colPromptRole && i <= colCompletionContent) != (rep == 1 && def == 1) || rep > 1 || def > 1 {
+			t.Errorf("column %s has levels rep %d def %d; the encoder assumes 1/1 for message fields and 0/0 otherwise", want[i], rep, def)
+		}
+	}
+}

@@ -7,9 +7,6 @@ import (
 	"sync"
 
 	"github.com/DataDog/zstd"
-	"github.com/parquet-go/parquet-go/compress"
-	pqzstd "github.com/parquet-go/parquet-go/compress/zstd"
-	"github.com/parquet-go/parquet-go/format"
 )
 
 // zstdLevel1 compresses pages with zstd's reference implementation (libzstd
@@ -24,17 +21,11 @@ const zstdLibrary = "libzstd"
 
 type zstdLevel1 struct {
 	ctxs sync.Pool
-	// decode is parquet-go's codec: readers decode with it anyway, and
-	// nothing here decodes on a hot path.
-	decode pqzstd.Codec
 }
 
-func newZstdCodec() compress.Codec {
+func newZstdCodec() pageCompressor {
 	return &zstdLevel1{ctxs: sync.Pool{New: func() any { return zstd.NewCtx() }}}
 }
-
-func (c *zstdLevel1) String() string                            { return "ZSTD" }
-func (c *zstdLevel1) CompressionCodec() format.CompressionCodec { return format.Zstd }
 
 func (c *zstdLevel1) Encode(dst, src []byte) ([]byte, error) {
 	ctx := c.ctxs.Get().(zstd.Ctx)
@@ -44,8 +35,4 @@ func (c *zstdLevel1) Encode(dst, src []byte) ([]byte, error) {
 		return dst[:0], fmt.Errorf("zstd: %w", err)
 	}
 	return out, nil
-}
-
-func (c *zstdLevel1) Decode(dst, src []byte) ([]byte, error) {
-	return c.decode.Decode(dst, src)
 }

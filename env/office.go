@@ -27,8 +27,8 @@ type OfficeOptions struct {
 // final state. Application replies are long; later plan steps need facts
 // that only earlier replies show. It is safe for concurrent use.
 type Office struct {
-	tasks   map[string][]OfficeTask
-	byID    map[string]*OfficeTask
+	tasks   map[string][]officeTask
+	byID    map[string]*officeTask
 	version string
 }
 
@@ -37,58 +37,46 @@ var (
 	_ Planner     = (*officeEpisode)(nil)
 )
 
-// The dataset format: one OfficeTask per line of datasets/office's
-// train.jsonl and test.jsonl, written by datasets/office/gen from these
-// types.
+// The dataset format, written by datasets/office/gen.
 type (
-	// OfficeTask is a task with its application state, its explicit plan
-	// and the checks of the final state.
-	OfficeTask struct {
+	officeTask struct {
 		ID          string        `json:"id"`
 		Split       string        `json:"split"`
 		Kind        string        `json:"kind"`
 		Instruction string        `json:"instruction"`
-		Plan        []OfficeCall  `json:"plan"`
-		State       OfficeState   `json:"state"`
-		Checks      []OfficeCheck `json:"checks"`
+		Plan        []officeCall  `json:"plan"`
+		State       officeState   `json:"state"`
+		Checks      []officeCheck `json:"checks"`
 	}
-	// OfficeCall is a plan step: a tool and its arguments.
-	OfficeCall struct {
+	officeCall struct {
 		Tool string            `json:"tool"`
 		Args map[string]string `json:"args"`
 	}
-	// OfficeState is the applications' state at the start of a task.
-	OfficeState struct {
-		Emails   []OfficeEmail   `json:"emails"`
-		Contacts []OfficeContact `json:"contacts"`
-		Files    []OfficeFile    `json:"files"`
-		Events   []OfficeEvent   `json:"events"`
+	officeState struct {
+		Emails   []officeEmail       `json:"emails"`
+		Contacts []officeContact     `json:"contacts"`
+		Files    []officeFile        `json:"files"`
+		Events   []map[string]string `json:"events"`
 	}
-	// OfficeEvent is a calendar entry, field by field (title, date, time,
-	// room, code, ...).
-	OfficeEvent = map[string]string
-	// OfficeEmail is a message of the inbox.
-	OfficeEmail struct {
+	officeEmail struct {
 		ID      string `json:"id"`
 		From    string `json:"from"`
 		Subject string `json:"subject"`
 		Body    string `json:"body"`
 	}
-	// OfficeContact is a card of the contact book.
-	OfficeContact struct {
+	officeContact struct {
 		Name  string `json:"name"`
 		Title string `json:"title"`
 		Card  string `json:"card"`
 	}
-	// OfficeFile is a file or spreadsheet.
-	OfficeFile struct {
+	officeFile struct {
 		Name    string `json:"name"`
 		Content string `json:"content"`
 	}
-	// OfficeCheck passes when some record of App (calendar, sent, files)
+	// officeCheck passes when some record of App (calendar, sent, files)
 	// has every field equal (case and surrounding blanks aside) and every
 	// Contains text inside the named field.
-	OfficeCheck struct {
+	officeCheck struct {
 		App      string              `json:"app"`
 		Fields   map[string]string   `json:"fields"`
 		Contains map[string][]string `json:"contains,omitempty"`
@@ -96,7 +84,7 @@ type (
 )
 
 // String renders a plan step as the agent sees it: `tool {json args}`.
-func (c OfficeCall) String() string {
+func (c officeCall) String() string {
 	b, _ := json.Marshal(c.Args)
 	return c.Tool + " " + string(b)
 }
@@ -109,11 +97,11 @@ func NewOffice(opts OfficeOptions) (*Office, error) {
 		return nil, fmt.Errorf("office: step_limit must not be negative, got %d", opts.StepLimit)
 	}
 	d := dataset{fsys: datasets.Office(), display: func(name string) string { return "datasets/office/" + name }, limits: DefaultLimits}
-	o := &Office{tasks: map[string][]OfficeTask{}, byID: map[string]*OfficeTask{}}
+	o := &Office{tasks: map[string][]officeTask{}, byID: map[string]*officeTask{}}
 	seen := map[string]bool{}
 	for _, split := range []string{"train", "test"} {
 		err := d.readLines(split+".jsonl", func(n int, line []byte) error {
-			var t OfficeTask
+			var t officeTask
 			if err := decodeStrict(line, &t); err != nil {
 				return err
 			}
@@ -144,7 +132,7 @@ func NewOffice(opts OfficeOptions) (*Office, error) {
 	return o, nil
 }
 
-func (t OfficeTask) validate(split string) error {
+func (t officeTask) validate(split string) error {
 	switch {
 	case t.ID == "":
 		return errors.New(`field "id": missing or empty`)
@@ -250,7 +238,7 @@ func (o *Office) Reset(_ context.Context, t Task) (Episode, error) {
 
 // officeEpisode is one run of a task; episodes are used by one goroutine.
 type officeEpisode struct {
-	task   *OfficeTask
+	task   *officeTask
 	events []map[string]string
 	sent   []map[string]string
 	files  map[string]string
@@ -295,7 +283,7 @@ func (ep *officeEpisode) Step(_ context.Context, a Action) (StepResult, error) {
 		if msg := need("id"); msg != "" {
 			return StepResult{Observation: msg}, nil
 		}
-		i := slices.IndexFunc(st.Emails, func(e OfficeEmail) bool { return e.ID == args["id"] })
+		i := slices.IndexFunc(st.Emails, func(e officeEmail) bool { return e.ID == args["id"] })
 		if i < 0 {
 			return StepResult{Observation: fmt.Sprintf("error: no message %q; email_list shows the ids", args["id"])}, nil
 		}
@@ -337,7 +325,7 @@ func (ep *officeEpisode) Step(_ context.Context, a Action) (StepResult, error) {
 		}
 		// The whole book, matches first: contact apps list related people.
 		cs := slices.Clone(st.Contacts)
-		slices.SortStableFunc(cs, func(x, y OfficeContact) int {
+		slices.SortStableFunc(cs, func(x, y officeContact) int {
 			return boolInt(!strings.EqualFold(x.Name, args["name"])) - boolInt(!strings.EqualFold(y.Name, args["name"]))
 		})
 		for _, c := range cs {
@@ -378,7 +366,7 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func writeEmail(b *strings.Builder, e OfficeEmail) {
+func writeEmail(b *strings.Builder, e officeEmail) {
 	fmt.Fprintf(b, "Message %s\nFrom: %s\nSubject: %s\n\n%s\n", e.ID, e.From, e.Subject, e.Body)
 }
 
@@ -395,7 +383,7 @@ func (ep *officeEpisode) Finish(context.Context) Score {
 	return Score{Success: passed == len(ep.task.Checks), EM: frac, F1: frac}
 }
 
-func (ep *officeEpisode) passes(c OfficeCheck) bool {
+func (ep *officeEpisode) passes(c officeCheck) bool {
 	var records []map[string]string
 	switch c.App {
 	case "calendar":

@@ -594,11 +594,8 @@ func ctxoptRecords(ctx context.Context, opts Options, red *redactor, labels map[
 				return
 			}
 			n := rd.Line()
-			t, err := rollout.DecodeTrajectory(line)
-			if err != nil && rd.SkipTorn(err) {
-				return
-			}
 			rep.Lines++
+			t, err := rollout.DecodeTrajectory(line)
 			if err != nil {
 				if opts.SkipBad {
 					rep.BadLines++

@@ -2,7 +2,9 @@
 // one that wrote them, and prints what it saw as JSON:
 //   {"files":[{"path":..., "rows":N, "columns":[{"name":..., "type":...}],
 //              "row_groups":N, "max_row_group_rows":N, "codecs":[...], "encodings":[...]}]}
-// Usage: node scripts/duckdb-check.mjs FILE.parquet...
+// With --rows, each file's entry also has "rows_json": every row as DuckDB
+// reads it, as JSON, in file order.
+// Usage: node scripts/duckdb-check.mjs [--rows] FILE.parquet...
 // DuckDB comes from .cache/node (scripts/install-test-tools.sh).
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -12,9 +14,11 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(path.join(root, '.cache', 'node', 'package.json'));
 const { DuckDBInstance } = require('@duckdb/node-api');
 
-const files = process.argv.slice(2);
+const args = process.argv.slice(2);
+const withRows = args[0] === '--rows';
+const files = withRows ? args.slice(1) : args;
 if (files.length === 0) {
-  console.error('usage: node scripts/duckdb-check.mjs FILE.parquet...');
+  console.error('usage: node scripts/duckdb-check.mjs [--rows] FILE.parquet...');
   process.exit(2);
 }
 
@@ -36,6 +40,13 @@ try {
               list(DISTINCT encodings ORDER BY encodings) AS encodings
          FROM parquet_metadata(${lit(path.resolve(file))})`);
     const m = meta.getRowObjectsJson()[0];
+    let rowsJSON;
+    if (withRows) {
+      const rows = await conn.runAndReadAll(
+        `WITH r AS (SELECT * FROM read_parquet(${lit(path.resolve(file))}, file_row_number = true))
+         SELECT to_json(r)::VARCHAR AS j FROM r ORDER BY file_row_number`);
+      rowsJSON = rows.getRowObjectsJson().map((r) => r.j);
+    }
     out.push({
       path: file,
       rows: Number(count.getRowObjectsJson()[0].n),
@@ -44,6 +55,7 @@ try {
       max_row_group_rows: Number(m.max_rows),
       codecs: m.codecs ?? [],
       encodings: m.encodings ?? [],
+      rows_json: rowsJSON,
     });
   }
 } catch (err) {

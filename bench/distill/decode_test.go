@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -63,6 +66,41 @@ func TestDecodeRowErrors(t *testing.T) {
 	} {
 		if _, err := decodeRow(line); err == nil {
 			t.Errorf("decodeRow(%s): no error", line)
+		}
+	}
+}
+
+// TestDecodeRowRandom holds the parser to encoding/json on random text
+// made of the bytes it treats specially and ordinary ones.
+func TestDecodeRowRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"a", "b", " ", `"`, `\`, "\n", "\t", "\x01", "é", "中", "😀", "/", "\u2028", "<"}
+	for i := range 3000 {
+		var b strings.Builder
+		for range r.IntN(40) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		want := distill.Row{
+			ID:         fmt.Sprintf("id-%d", i),
+			Prompt:     []distill.Message{{Role: "user", Content: b.String()}},
+			Completion: []distill.Message{{Role: "assistant", Content: b.String()[:b.Len()/2]}},
+			Kind:       b.String(),
+		}
+		line, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeRow(string(line))
+		if err != nil {
+			t.Fatalf("decodeRow(%s): %v", line, err)
+		}
+		// Halving may cut a rune: json.Marshal writes U+FFFD for it.
+		var back distill.Row
+		if err := json.Unmarshal(line, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, back) {
+			t.Fatalf("decodeRow(%s)\n got %+v\nwant %+v", line, got, back)
 		}
 	}
 }

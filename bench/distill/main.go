@@ -8,11 +8,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -20,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/sourcegraph/conc/stream"
 
@@ -194,19 +197,25 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 		lineNo   int
 	)
 	s := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<20), 64<<20)
-	const batchLines = 256
-	batch := make([]string, 0, batchLines)
-	submit := func(lines []string, first int) {
+	// The file is read in blocks that are never reused, cut at their last
+	// newline; a worker decodes a block's lines in place, so no line is
+	// copied before decoding (the decoder copies what it keeps).
+	submit := func(block string, first int) {
 		s.Go(func() stream.Callback {
-			rows := make([]distill.Row, len(lines))
+			var rows []distill.Row
 			var derr error
-			for i, l := range lines {
-				if rows[i], derr = decodeRow(l); derr != nil {
-					derr = fmt.Errorf("%s:%d: %w", in, first+i, derr)
-					break
+			for i := 0; len(block) > 0 && derr == nil; i++ {
+				line := block
+				if j := strings.IndexByte(block, '\n'); j >= 0 {
+					line, block = block[:j], block[j+1:]
+				} else {
+					block = ""
 				}
+				var r distill.Row
+				if r, derr = decodeRow(line); derr != nil {
+					derr = fmt.Errorf("%s:%d: %w", in, first+i, derr)
+				}
+				rows = append(rows, r)
 			}
 			return func() {
 				if firstErr != nil {
@@ -226,21 +235,34 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 			}
 		})
 	}
-	for sc.Scan() {
-		lineNo++
-		if ctx.Err() != nil {
-			break
+	const blockSize = 1 << 20
+	var (
+		carry []byte
+		rerr  error
+	)
+	for ctx.Err() == nil && rerr == nil {
+		buf := make([]byte, len(carry), len(carry)+blockSize)
+		copy(buf, carry)
+		var k int
+		k, rerr = io.ReadFull(f, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		end := bytes.LastIndexByte(buf, '\n') + 1
+		if rerr != nil { // the end of the file: its last line may lack a newline
+			end = len(buf)
 		}
-		batch = append(batch, string(sc.Bytes()))
-		if len(batch) == batchLines {
-			submit(batch, lineNo-len(batch)+1)
-			batch = make([]string, 0, batchLines)
+		carry = buf[end:]
+		if end > 0 {
+			block := unsafe.String(&buf[0], end)
+			submit(block, lineNo+1)
+			lineNo += strings.Count(block, "\n")
 		}
 	}
-	submit(batch, lineNo-len(batch)+1)
+	if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+		rerr = nil
+	}
 	s.Wait()
 	stats, cerr := w.Close()
-	return n, stats, errors.Join(sc.Err(), ctx.Err(), firstErr, cerr)
+	return n, stats, errors.Join(rerr, ctx.Err(), firstErr, cerr)
 }
 
 // decodeRow parses one line written by gen (the train.jsonl row format).

@@ -1,0 +1,572 @@
+package distill
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/rle"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// Rows are written to Parquet by the encoder in this file, not by
+// parquet-go's writer: Row's schema is fixed, so each column's pages are
+// built straight from the rows, every string copied once, into the page that
+// is compressed. parquet-go's writer takes each value through reflection and
+// two intermediate buffers (and statistics of every page), which cost a third
+// of an export's CPU besides compression; the export benchmark (make bench)
+// measures the difference. parquet-go still provides the format: the
+// schema (derived from Row's tags), the Thrift structures and their encoding,
+// the RLE encodings, and the readers, which read these files back in the
+// tests.
+
+const parquetMagic = "PAR1"
+
+// parquetCreatedBy is the footer's created_by, in the "NAME version VERSION
+// (build BUILD)" form readers parse.
+const parquetCreatedBy = "ctxopt version 1 (build distill)"
+
+// Leaf columns of Row's Parquet schema, in schema order (checked against
+// the schema in TestRowColumns).
+const (
+	colID = iota
+	colPromptRole
+	colPromptContent
+	colCompletionRole
+	colCompletionContent
+	colKind
+	colSource
+	colTaskID
+	colStep
+	colGuidelineID
+	colTeacherModel
+	colInputTokens
+	colOutputTokens
+	colCompressionRatio
+	colSplit
+	numColumns
+)
+
+// pageCompressor compresses a page's bytes (zstd_cgo.go, zstd_nocgo.go).
+type pageCompressor interface {
+	Encode(dst, src []byte) ([]byte, error)
+}
+
+// rowFileTemplate is the footer parquet-go writes for a file of Rows with no
+// rows: its schema elements and column orders are what Row's tags declare,
+// so this encoder and parquet-go's readers agree on the schema by
+// construction.
+var rowFileTemplate = sync.OnceValues(func() (format.FileMetaData, error) {
+	var b bytes.Buffer
+	w := parquet.NewGenericWriter[Row](&b)
+	if err := w.Close(); err != nil {
+		return format.FileMetaData{}, fmt.Errorf("derive the Parquet schema of rows: %w", err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+	if err != nil {
+		return format.FileMetaData{}, fmt.Errorf("derive the Parquet schema of rows: %w", err)
+	}
+	md := *f.Metadata()
+	if got := len(parquet.SchemaOf(Row{}).Columns()); got != numColumns || len(md.ColumnOrders) != numColumns {
+		return format.FileMetaData{}, fmt.Errorf("derive the Parquet schema of rows: %d columns, the encoder writes %d", got, numColumns)
+	}
+	return md, nil
+})
+
+// columnPaths are the leaf columns' paths in the schema.
+var columnPaths = sync.OnceValue(func() [][]string { return parquet.SchemaOf(Row{}).Columns() })
+
+// parquetFile writes one Parquet file: the magic, row groups encoded by
+// encodeRowGroup and committed in order, then the footer.
+type parquetFile struct {
+	out       io.Writer
+	split     string
+	offset    int64
+	numRows   int64
+	rowGroups []format.RowGroup
+}
+
+func newParquetFile(out io.Writer, split string) (*parquetFile, error) {
+	if _, err := rowFileTemplate(); err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(out, parquetMagic); err != nil {
+		return nil, err
+	}
+	return &parquetFile{out: out, split: split, offset: int64(len(parquetMagic))}, nil
+}
+
+// commit appends an encoded row group, moving its column chunks' offsets to
+// where it lands in the file.
+func (f *parquetFile) commit(rg *encodedRowGroup) error {
+	if _, err := f.out.Write(rg.data); err != nil {
+		return err
+	}
+	columns := make([]format.ColumnChunk, numColumns)
+	var compressed int64
+	for i, c := range rg.columns {
+		c.MetaData.DataPageOffset += f.offset
+		if rg.hasDictionary[i] {
+			c.MetaData.DictionaryPageOffset += f.offset
+		}
+		c.FileOffset += f.offset
+		compressed += c.MetaData.TotalCompressedSize
+		columns[i] = c
+	}
+	f.rowGroups = append(f.rowGroups, format.RowGroup{
+		Columns:             columns,
+		TotalByteSize:       rg.uncompressed,
+		NumRows:             rg.numRows,
+		FileOffset:          f.offset,
+		TotalCompressedSize: compressed,
+		Ordinal:             int16(len(f.rowGroups)),
+	})
+	f.offset += int64(len(rg.data))
+	f.numRows += rg.numRows
+	return nil
+}
+
+// close writes the footer.
+func (f *parquetFile) close() error {
+	md, err := rowFileTemplate()
+	if err != nil {
+		return err
+	}
+	md.NumRows = f.numRows
+	md.RowGroups = f.rowGroups
+	md.KeyValueMetadata = []format.KeyValue{{Key: "ctxopt.split", Value: f.split}}
+	md.CreatedBy = parquetCreatedBy
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+	if err != nil {
+		return fmt.Errorf("encode footer: %w", err)
+	}
+	footer = binary.LittleEndian.AppendUint32(footer, uint32(len(footer)))
+	footer = append(footer, parquetMagic...)
+	_, err = f.out.Write(footer)
+	return err
+}
+
+// encodedRowGroup is a row group's column chunks, contiguous in data, with
+// offsets relative to its start.
+type encodedRowGroup struct {
+	data          []byte
+	columns       [numColumns]format.ColumnChunk
+	hasDictionary [numColumns]bool
+	numRows       int64
+	uncompressed  int64
+}
+
+// rowGroupEncoder builds the column chunks of one row group.
+type rowGroupEncoder struct {
+	rows []Row
+	rg   *encodedRowGroup
+	// Scratch for the page being built, reused from page to page.
+	values     []byte
+	reps, defs []byte // levels, one byte each
+	repLevels  []byte // RLE-encoded
+	defLevels  []byte
+	compressed []byte
+	dataPages  int // of the current chunk
+	dict       map[string]int32
+	dictValues []byte
+	indices    []int32
+}
+
+var rowGroupEncoders = sync.Pool{New: func() any { return &rowGroupEncoder{dict: map[string]int32{}} }}
+
+// encodeRowGroup encodes and compresses rows as one row group.
+func encodeRowGroup(rows []Row) (*encodedRowGroup, error) {
+	e := rowGroupEncoders.Get().(*rowGroupEncoder)
+	defer rowGroupEncoders.Put(e)
+	e.rows = rows
+	e.rg = &encodedRowGroup{numRows: int64(len(rows)), data: make([]byte, 0, rowsBytes(rows)/3)}
+	defer func() { e.rows, e.rg = nil, nil }()
+
+	message := func(list func(*Row) []Message, field func(*Message) string) func(*Row, func(string)) {
+		return func(r *Row, yield func(string)) {
+			ms := list(r)
+			for i := range ms {
+				yield(field(&ms[i]))
+			}
+		}
+	}
+	prompt := func(r *Row) []Message { return r.Prompt }
+	completion := func(r *Row) []Message { return r.Completion }
+	role := func(m *Message) string { return m.Role }
+	content := func(m *Message) string { return m.Content }
+
+	steps := []func() error{
+		func() error { return e.plainStrings(colID, func(r *Row) string { return r.ID }, true) },
+		func() error { return e.dictMessages(colPromptRole, message(prompt, role)) },
+		func() error { return e.plainMessages(colPromptContent, message(prompt, content)) },
+		func() error { return e.dictMessages(colCompletionRole, message(completion, role)) },
+		func() error { return e.plainMessages(colCompletionContent, message(completion, content)) },
+		func() error { return e.dictStrings(colKind, func(r *Row) string { return r.Kind }) },
+		func() error { return e.dictStrings(colSource, func(r *Row) string { return r.Source }) },
+		func() error { return e.dictStrings(colTaskID, func(r *Row) string { return r.TaskID }) },
+		func() error { return e.int64s(colStep, func(r *Row) int64 { return r.Step }) },
+		func() error { return e.dictStrings(colGuidelineID, func(r *Row) string { return r.GuidelineID }) },
+		func() error { return e.dictStrings(colTeacherModel, func(r *Row) string { return r.TeacherModel }) },
+		func() error { return e.int64s(colInputTokens, func(r *Row) int64 { return r.InputTokens }) },
+		func() error { return e.int64s(colOutputTokens, func(r *Row) int64 { return r.OutputTokens }) },
+		func() error {
+			return e.doubles(colCompressionRatio, func(r *Row) float64 { return r.CompressionRatio })
+		},
+		func() error { return e.dictStrings(colSplit, func(r *Row) string { return r.Split }) },
+	}
+	for col, step := range steps {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("encode column %s: %w", strings.Join(columnPaths()[col], "."), err)
+		}
+	}
+	for _, c := range e.rg.columns {
+		e.rg.uncompressed += c.MetaData.TotalUncompressedSize
+	}
+	return e.rg, nil
+}
+
+func rowsBytes(rows []Row) int {
+	n := 0
+	for i := range rows {
+		n += rowBytes(&rows[i])
+	}
+	return n
+}
+
+// beginChunk starts column col's chunk at the end of the row group's data.
+func (e *rowGroupEncoder) beginChunk(col int, typ format.Type, encodings ...format.Encoding) *format.ColumnChunk {
+	e.dataPages = 0
+	c := &e.rg.columns[col]
+	*c = format.ColumnChunk{
+		FileOffset: int64(len(e.rg.data)),
+		MetaData: format.ColumnMetaData{
+			Type:         typ,
+			Encoding:     encodings,
+			PathInSchema: columnPaths()[col],
+			Codec:        format.Zstd,
+		},
+	}
+	return c
+}
+
+// page is a data page's contents before compression.
+type page struct {
+	encoding format.Encoding
+	values   []byte // encoded values
+	reps     []byte // repetition levels, one per value or null (message columns)
+	defs     []byte // definition levels, likewise
+	rows     int
+	nulls    int
+	count    int // values and nulls
+}
+
+// writePage compresses a data page (v2: levels stay uncompressed) into the
+// row group's data.
+func (e *rowGroupEncoder) writePage(c *format.ColumnChunk, p page) error {
+	var reps, defs []byte
+	if p.reps != nil {
+		enc := rle.Encoding{BitWidth: 1}
+		var err error
+		if e.repLevels, err = enc.EncodeLevels(e.repLevels, p.reps); err != nil {
+			return err
+		}
+		if e.defLevels, err = enc.EncodeLevels(e.defLevels, p.defs); err != nil {
+			return err
+		}
+		reps, defs = e.repLevels, e.defLevels
+	}
+	compressed, err := zstdCodec.Encode(e.compressed[:0], p.values)
+	if err != nil {
+		return err
+	}
+	e.compressed = compressed
+	levels := len(reps) + len(defs)
+	h := format.PageHeader{
+		Type:                 format.DataPageV2,
+		UncompressedPageSize: int32(levels + len(p.values)),
+		CompressedPageSize:   int32(levels + len(compressed)),
+		DataPageHeaderV2: thrift.New(format.DataPageHeaderV2{
+			NumValues:                  int32(p.count),
+			NumNulls:                   int32(p.nulls),
+			NumRows:                    int32(p.rows),
+			Encoding:                   p.encoding,
+			DefinitionLevelsByteLength: int32(len(defs)),
+			RepetitionLevelsByteLength: int32(len(reps)),
+			IsCompressed:               thrift.New(true),
+		}),
+	}
+	if e.dataPages == 0 {
+		c.MetaData.DataPageOffset = int64(len(e.rg.data))
+	}
+	e.dataPages++
+	if err := e.appendPage(c, &h, reps, defs, compressed); err != nil {
+		return err
+	}
+	c.MetaData.NumValues += int64(p.count)
+	c.MetaData.TotalUncompressedSize += int64(levels + len(p.values))
+	c.MetaData.Statistics.NullCount += int64(p.nulls)
+	return nil
+}
+
+// appendPage appends a page header and its bodies to the row group's data
+// and counts them in the chunk's sizes (the header in both).
+func (e *rowGroupEncoder) appendPage(c *format.ColumnChunk, h *format.PageHeader, bodies ...[]byte) error {
+	header, err := thrift.Marshal(new(thrift.CompactProtocol), h)
+	if err != nil {
+		return fmt.Errorf("encode page header: %w", err)
+	}
+	e.rg.data = append(e.rg.data, header...)
+	size := len(header)
+	for _, b := range bodies {
+		e.rg.data = append(e.rg.data, b...)
+		size += len(b)
+	}
+	c.MetaData.TotalCompressedSize += int64(size)
+	c.MetaData.TotalUncompressedSize += int64(len(header))
+	return nil
+}
+
+// plainStrings writes a required string column PLAIN, in pages of about
+// pageBufferSize.
+func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string, stats bool) error {
+	c := e.beginChunk(col, format.ByteArray, format.Plain)
+	var s minMax[string]
+	p := page{encoding: format.Plain, values: e.values[:0]}
+	for i := range e.rows {
+		v := get(&e.rows[i])
+		p.values = appendByteArray(p.values, v)
+		p.rows++
+		p.count++
+		if stats {
+			s.add(v)
+		}
+		if len(p.values) >= pageBufferSize {
+			if err := e.writePage(c, p); err != nil {
+				return err
+			}
+			p = page{encoding: format.Plain, values: p.values[:0]}
+		}
+	}
+	e.values = p.values
+	if p.count > 0 {
+		if err := e.writePage(c, p); err != nil {
+			return err
+		}
+	}
+	if stats {
+		c.MetaData.Statistics = s.statistics(func(v string) []byte { return []byte(v) })
+	}
+	return nil
+}
+
+// plainMessages writes a field of a message list PLAIN with its levels, in
+// pages of about pageBufferSize that end at a row's end. Its values are
+// long texts: no statistics, which would copy kilobytes into the footer.
+func (e *rowGroupEncoder) plainMessages(col int, each func(*Row, func(string))) error {
+	c := e.beginChunk(col, format.ByteArray, format.Plain, format.RLE)
+	p := page{encoding: format.Plain, values: e.values[:0], reps: e.reps[:0], defs: e.defs[:0]}
+	for i := range e.rows {
+		n := 0
+		each(&e.rows[i], func(v string) {
+			p.values = appendByteArray(p.values, v)
+			p.reps = append(p.reps, byte(min(n, 1)))
+			p.defs = append(p.defs, 1)
+			n++
+		})
+		if n == 0 {
+			p.reps, p.defs = append(p.reps, 0), append(p.defs, 0)
+			p.nulls++
+			n = 1
+		}
+		p.count += n
+		p.rows++
+		if len(p.values) >= pageBufferSize {
+			if err := e.writePage(c, p); err != nil {
+				return err
+			}
+			p = page{encoding: format.Plain, values: p.values[:0], reps: p.reps[:0], defs: p.defs[:0]}
+		}
+	}
+	e.values, e.reps, e.defs = p.values, p.reps, p.defs
+	if p.count > 0 {
+		if err := e.writePage(c, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dictStrings writes a required string column dictionary-encoded: a PLAIN
+// dictionary page, then one data page of RLE-encoded indices.
+func (e *rowGroupEncoder) dictStrings(col int, get func(*Row) string) error {
+	return e.dictionary(col, false, func(r *Row, yield func(string)) { yield(get(r)) })
+}
+
+// dictMessages writes a field of a message list dictionary-encoded, with its
+// levels.
+func (e *rowGroupEncoder) dictMessages(col int, each func(*Row, func(string))) error {
+	return e.dictionary(col, true, each)
+}
+
+func (e *rowGroupEncoder) dictionary(col int, levels bool, each func(*Row, func(string))) error {
+	encodings := []format.Encoding{format.Plain, format.RLEDictionary}
+	if levels {
+		encodings = []format.Encoding{format.Plain, format.RLE, format.RLEDictionary}
+	}
+	c := e.beginChunk(col, format.ByteArray, encodings...)
+	clear(e.dict)
+	p := page{encoding: format.RLEDictionary}
+	if levels {
+		p.reps, p.defs = e.reps[:0], e.defs[:0]
+	}
+	indices := e.indices[:0]
+	dictValues := e.dictValues[:0]
+	var s minMax[string]
+	// Runs of one value are the rule (a column of one kind, one teacher, the
+	// roles of every prompt): comparing with the last value skips hashing.
+	last, lastK := "", int32(-1)
+	for i := range e.rows {
+		n := 0
+		each(&e.rows[i], func(v string) {
+			k := lastK
+			if k < 0 || v != last {
+				var ok bool
+				if k, ok = e.dict[v]; !ok {
+					k = int32(len(e.dict))
+					e.dict[v] = k
+					dictValues = appendByteArray(dictValues, v)
+					s.add(v)
+				}
+				last, lastK = v, k
+			}
+			indices = append(indices, k)
+			if levels {
+				p.reps = append(p.reps, byte(min(n, 1)))
+				p.defs = append(p.defs, 1)
+			}
+			n++
+		})
+		if n == 0 {
+			p.reps, p.defs = append(p.reps, 0), append(p.defs, 0)
+			p.nulls++
+			n = 1
+		}
+		p.count += n
+		p.rows++
+	}
+	e.indices, e.dictValues = indices, dictValues
+	if levels {
+		e.reps, e.defs = p.reps, p.defs
+	}
+
+	compressed, err := zstdCodec.Encode(e.compressed[:0], dictValues)
+	if err != nil {
+		return err
+	}
+	e.compressed = compressed
+	c.MetaData.DictionaryPageOffset = int64(len(e.rg.data))
+	e.rg.hasDictionary[col] = true
+	h := format.PageHeader{
+		Type:                 format.DictionaryPage,
+		UncompressedPageSize: int32(len(dictValues)),
+		CompressedPageSize:   int32(len(compressed)),
+		DictionaryPageHeader: thrift.New(format.DictionaryPageHeader{NumValues: int32(len(e.dict)), Encoding: format.Plain}),
+	}
+	if err := e.appendPage(c, &h, compressed); err != nil {
+		return err
+	}
+	c.MetaData.TotalUncompressedSize += int64(len(dictValues))
+
+	enc := rle.DictionaryEncoding{}
+	if p.values, err = enc.EncodeInt32(e.values[:0], indices); err != nil {
+		return err
+	}
+	e.values = p.values
+	if err := e.writePage(c, p); err != nil {
+		return err
+	}
+	nulls := c.MetaData.Statistics.NullCount
+	c.MetaData.Statistics = s.statistics(func(v string) []byte { return []byte(v) })
+	c.MetaData.Statistics.NullCount = nulls
+	return nil
+}
+
+// int64s writes a required INT64 column PLAIN.
+func (e *rowGroupEncoder) int64s(col int, get func(*Row) int64) error {
+	c := e.beginChunk(col, format.Int64, format.Plain)
+	var s minMax[int64]
+	p := page{encoding: format.Plain, values: e.values[:0]}
+	for i := range e.rows {
+		v := get(&e.rows[i])
+		p.values = binary.LittleEndian.AppendUint64(p.values, uint64(v))
+		s.add(v)
+	}
+	p.rows, p.count = len(e.rows), len(e.rows)
+	e.values = p.values
+	if err := e.writePage(c, p); err != nil {
+		return err
+	}
+	c.MetaData.Statistics = s.statistics(func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) })
+	return nil
+}
+
+// doubles writes a required DOUBLE column PLAIN.
+func (e *rowGroupEncoder) doubles(col int, get func(*Row) float64) error {
+	c := e.beginChunk(col, format.Double, format.Plain)
+	var s minMax[float64]
+	nan := false
+	p := page{encoding: format.Plain, values: e.values[:0]}
+	for i := range e.rows {
+		v := get(&e.rows[i])
+		p.values = binary.LittleEndian.AppendUint64(p.values, math.Float64bits(v))
+		if math.IsNaN(v) {
+			nan = true
+		} else {
+			s.add(v)
+		}
+	}
+	p.rows, p.count = len(e.rows), len(e.rows)
+	e.values = p.values
+	if err := e.writePage(c, p); err != nil {
+		return err
+	}
+	if !nan { // NaN has no place in the order: no bounds rather than wrong ones
+		c.MetaData.Statistics = s.statistics(func(v float64) []byte {
+			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
+		})
+	}
+	return nil
+}
+
+func appendByteArray(b []byte, v string) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+// minMax tracks a column chunk's bounds for its statistics.
+type minMax[T cmp.Ordered] struct {
+	min, max T
+	set      bool
+}
+
+func (m *minMax[T]) add(v T) {
+	if !m.set {
+		m.min, m.max, m.set = v, v, true
+		return
+	}
+	m.min, m.max = min(m.min, v), max(m.max, v)
+}
+
+func (m *minMax[T]) statistics(encode func(T) []byte) format.Statistics {
+	if !m.set {
+		return format.Statistics{}
+	}
+	return format.Statistics{MinValue: encode(m.min), MaxValue: encode(m.max)}
+}

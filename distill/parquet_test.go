@@ -1,0 +1,232 @@
+package distill
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// encoderRows are rows that reach every path of the encoder: texts long
+// enough to fill several pages in one row group, empty lists and strings,
+// one-entry dictionaries (bit width 0), dictionaries of hundreds of entries,
+// non-ASCII text and extreme numbers.
+func encoderRows(n int) []Row {
+	r := rand.New(rand.NewPCG(7, 11))
+	text := func(size int) string {
+		words := []string{"agent", "api", "é", "中文", "😀", `"quoted"`, `back\slash`, "\n", "\t", "42", ""}
+		var b strings.Builder
+		for b.Len() < size {
+			b.WriteString(words[r.IntN(len(words))])
+			b.WriteByte(' ')
+		}
+		return b.String()
+	}
+	rows := make([]Row, n)
+	for i := range rows {
+		size := 200
+		if i%7 == 0 && i < 60 {
+			size = 300 << 10 // three of these fill a page
+		}
+		rows[i] = Row{
+			ID:               fmt.Sprintf("%032x", r.Uint64()),
+			Prompt:           []Message{{Role: "system", Content: text(50)}, {Role: "user", Content: text(size)}},
+			Completion:       []Message{{Role: "assistant", Content: text(size / 4)}},
+			Kind:             "history",
+			Source:           SourceACON,
+			TaskID:           fmt.Sprintf("task-%d", (i*7)%400), // 400 entries: indices of 9 bits
+			Step:             int64(r.IntN(100)) - 3,
+			GuidelineID:      "g",
+			TeacherModel:     "teacher",
+			InputTokens:      r.Int64(),
+			OutputTokens:     math.MinInt64 + int64(i),
+			CompressionRatio: r.Float64(),
+			Split:            SplitTrain,
+		}
+		switch i % 11 {
+		case 3:
+			rows[i].Completion = nil
+		case 5:
+			rows[i].Prompt = nil
+			rows[i].ID = ""
+		case 8:
+			rows[i].Prompt = append(rows[i].Prompt, Message{Role: "assistant", Content: ""}, Message{Role: "user", Content: "again"})
+		}
+	}
+	return rows
+}
+
+// writeEncoded writes rows as row groups of groupRows with the encoder and
+// returns the file's bytes.
+func writeEncoded(t *testing.T, rows []Row, groupRows int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	f, err := newParquetFile(&b, SplitTrain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := 0; start < len(rows); start += groupRows {
+		rg, err := encodeRowGroup(rows[start:min(start+groupRows, len(rows))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.commit(rg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// normalized gives empty lists one form: readers return nil or empty.
+func normalized(rows []Row) []Row {
+	out := make([]Row, len(rows))
+	for i, r := range rows {
+		if len(r.Prompt) == 0 {
+			r.Prompt = nil
+		}
+		if len(r.Completion) == 0 {
+			r.Completion = nil
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// TestParquetEncoderRoundTrip reads the encoder's files back with
+// parquet-go's reader, and checks the metadata other readers rely on.
+func TestParquetEncoderRoundTrip(t *testing.T) {
+	rows := encoderRows(600)
+	for _, groupRows := range []int{1, 13, 600} {
+		t.Run(fmt.Sprintf("%d rows per group", groupRows), func(t *testing.T) {
+			data := writeEncoded(t, rows, groupRows)
+			pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]Row, len(rows))
+			rd := parquet.NewGenericReader[Row](pf)
+			if n, err := rd.Read(got); n != len(rows) {
+				t.Fatalf("read %d rows of %d: %v", n, len(rows), err)
+			}
+			if !reflect.DeepEqual(normalized(got), normalized(rows)) {
+				for i := range rows {
+					if !reflect.DeepEqual(normalized(got[i:i+1]), normalized(rows[i:i+1])) {
+						t.Fatalf("row %d read back as\n%+v\nwant\n%+v", i, got[i], rows[i])
+					}
+				}
+			}
+
+			md := pf.Metadata()
+			if md.NumRows != int64(len(rows)) || len(md.RowGroups) != (len(rows)+groupRows-1)/groupRows {
+				t.Errorf("footer: %d rows in %d row groups", md.NumRows, len(md.RowGroups))
+			}
+			if md.CreatedBy != parquetCreatedBy || len(md.KeyValueMetadata) != 1 || md.KeyValueMetadata[0] != (format.KeyValue{Key: "ctxopt.split", Value: SplitTrain}) {
+				t.Errorf("footer: created_by %q, key-values %v", md.CreatedBy, md.KeyValueMetadata)
+			}
+			first := md.RowGroups[0].Columns
+			if s := first[colStep].MetaData.Statistics; len(s.MinValue) != 8 || len(s.MaxValue) != 8 {
+				t.Errorf("step statistics %+v", s)
+			}
+			if s := first[colPromptContent].MetaData.Statistics; s.MinValue != nil || s.MaxValue != nil {
+				t.Errorf("texts got bounds: %d and %d bytes", len(s.MinValue), len(s.MaxValue))
+			}
+			var nulls int64
+			for _, g := range md.RowGroups {
+				nulls += g.Columns[colCompletionContent].MetaData.Statistics.NullCount
+			}
+			if want := int64(countEmpty(rows, func(r Row) []Message { return r.Completion })); nulls != want {
+				t.Errorf("completion null count %d, want %d (empty lists)", nulls, want)
+			}
+		})
+	}
+}
+
+func countEmpty(rows []Row, list func(Row) []Message) int {
+	n := 0
+	for _, r := range rows {
+		if len(list(r)) == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestParquetEncoderPages checks that long texts are split into pages of
+// about pageBufferSize, each ending at a row's end.
+func TestParquetEncoderPages(t *testing.T) {
+	rows := encoderRows(60)
+	data := writeEncoded(t, rows, len(rows))
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := pf.RowGroups()[0].ColumnChunks()[colPromptContent].Pages()
+	defer pages.Close()
+	var n, rowsSeen int64
+	for {
+		p, err := pages.ReadPage()
+		if err != nil {
+			break
+		}
+		n++
+		rowsSeen += p.NumRows()
+		if p.Size() > pageBufferSize+(310<<10) {
+			t.Errorf("page %d holds %d bytes", n, p.Size())
+		}
+		parquet.Release(p)
+	}
+	if n < 3 || rowsSeen != int64(len(rows)) {
+		t.Errorf("%d pages holding %d rows; want several holding %d", n, rowsSeen, len(rows))
+	}
+}
+
+// TestDuckDBReadsEncoderValues has DuckDB, an independent reader, read every
+// value of the encoder's tricky rows back.
+func TestDuckDBReadsEncoderValues(t *testing.T) {
+	node, check := duckdbCheck(t)
+	rows := encoderRows(60)
+	path := filepath.Join(t.TempDir(), "rows.parquet")
+	if err := os.WriteFile(path, writeEncoded(t, rows, 13), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), node, check, "--rows", path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("duckdb-check: %v\n%s", err, stderr.String())
+	}
+	var report struct {
+		Files []struct {
+			RowsJSON []string `json:"rows_json"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("duckdb-check output: %v", err)
+	}
+	if len(report.Files) != 1 || len(report.Files[0].RowsJSON) != len(rows) {
+		t.Fatalf("DuckDB read %+v rows, want %d", len(report.Files), len(rows))
+	}
+	for i, line := range report.Files[0].RowsJSON {
+		var got Row
+		if err := json.Unmarshal([]byte(line), &got); err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		if want := normalized(rows[i : i+1])[0]; !reflect.DeepEqual(normalized([]Row{got})[0], want) {
+			t.Fatalf("DuckDB read row %d as\n%.300s\nwant\n%+.300v", i, line, want)
+		}
+	}
+}
