@@ -117,7 +117,7 @@ func (s *Server) compressAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	var conv *conversation
 	if len(req.Messages) > 0 {
-		if conv, err = parseConversation(formatOpenAI, body); err != nil {
+		if conv, err = parseConversation(formatOpenAI, body, nil); err != nil {
 			bad("%v", err)
 			return
 		}

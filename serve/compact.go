@@ -151,10 +151,10 @@ func (c *compactor) view(sp *span, s session) int {
 // background once the conversation passes the trigger, and waits for a
 // compressor only when the threshold is passed with no summary ready.
 func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant string) (outcome, error) {
-	trigger := int(c.cfg.Trigger * float64(c.cfg.Threshold))
-	if !c.countAll && c.belowTrigger(conv, trigger) {
+	if conv.uncounted {
 		return outcome{session: sessionID(conv, tenant), uncounted: true}, nil
 	}
+	trigger := c.trigger()
 	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast)
 	out := outcome{session: sp.id, original: sp.headTok + sp.tail(conv.head)}
 	out.sent = out.original
@@ -196,9 +196,19 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 	return out, nil
 }
 
-// belowTrigger reports, without decoding or tokenizing the messages,
-// that their tokens cannot pass trigger, so the request goes on as it came
-// and starts no summary: what prepare decides after counting them.
+func (c *compactor) trigger() int { return int(c.cfg.Trigger * float64(c.cfg.Threshold)) }
+
+// uncounted reports whether a request's messages, given as their JSON,
+// need not be decoded and counted: no token budget charges them, and
+// they cannot pass the trigger. parseConversation asks it.
+func (c *compactor) uncounted(msgs string) bool {
+	return !c.countAll && c.belowTrigger(msgs, c.trigger())
+}
+
+// belowTrigger reports, without decoding or tokenizing the messages raw
+// (their JSON array), that their tokens cannot pass trigger, so the
+// request goes on as it came and starts no summary: what prepare decides
+// after counting them.
 //
 // The bound: every string counted (roles, texts, tool names and
 // arguments) is a JSON value of its own in the messages' bytes and
@@ -210,8 +220,7 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 // bytes that are not UTF-8 (each may count as a replacement character of
 // three bytes) and a number with an exponent (a text given as 1e300 is
 // spelled out in full).
-func (c *compactor) belowTrigger(conv *conversation, trigger int) bool {
-	raw := conv.msgs.Raw
+func (c *compactor) belowTrigger(raw string, trigger int) bool {
 	if len(raw) > trigger || !utf8.ValidString(raw) {
 		return false
 	}

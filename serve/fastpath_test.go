@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,13 +87,13 @@ func TestBelowTriggerAgreesWithCounting(t *testing.T) {
 			for _, trigger := range []int{256, 2048} {
 				taken, over := 0, 0
 				for n := 0; n <= 2*trigger; n += 1 + n/8 {
-					conv, err := parseConversation(tc.f, tc.body(n))
+					conv, err := parseConversation(tc.f, tc.body(n), nil)
 					if err != nil {
 						t.Fatalf("n=%d: %v", n, err)
 					}
 					sp := c.prepareSpan(conv, "tenant", 1)
 					counted := sp.headTok + sp.tail(conv.head)
-					fast := c.belowTrigger(conv, trigger)
+					fast := c.belowTrigger(conv.msgs.Raw, trigger)
 					if fast && counted > trigger {
 						t.Fatalf("trigger %d, n=%d: the shortcut skips counting but %d tokens pass the trigger", trigger, n, counted)
 					}
@@ -150,5 +151,54 @@ func TestShortConversationSkipsCounting(t *testing.T) {
 	}
 	if sessions[0] != sessions[1] {
 		t.Errorf("session %s without counting, %s with", sessions[0], sessions[1])
+	}
+}
+
+// TestUncountedParseAgrees parses bodies both ways, checked only (as a
+// request too short to count is) and decoded: the same errors, and the
+// same messages, head, system prompt, stream flag and session.
+func TestUncountedParseAgrees(t *testing.T) {
+	always := func(string) bool { return true }
+	cases := []struct {
+		name string
+		f    apiFormat
+		body string
+		bad  bool
+	}{
+		{"openai", formatOpenAI, `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"developer","content":"d"},{"role":"user","content":"q"},{"role":"assistant","content":"a"}],"stream":true}`, false},
+		{"openai without a task", formatOpenAI, `{"messages":[{"role":"assistant","content":"a"},{"role":"user","content":[{"type":"text","text":"q"}]}]}`, false},
+		{"repeated fields: the first counts", formatOpenAI, `{"stream":true,"messages":[{"role":"user","content":"q"}],"messages":3,"stream":false}`, false},
+		{"anthropic", formatAnthropic, `{"model":"m","system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"s","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"r"}]}]}`, false},
+		{"not JSON", formatOpenAI, `{"messages":[`, true},
+		{"not an object", formatOpenAI, `[{"role":"user","content":"q"}]`, true},
+		{"no messages", formatOpenAI, `{"model":"m"}`, true},
+		{"messages not an array", formatOpenAI, `{"messages":{"role":"user"}}`, true},
+		{"no message", formatOpenAI, `{"messages":[]}`, true},
+		{"bad role", formatOpenAI, `{"messages":[{"role":"user","content":"q"},{"role":"robot","content":"x"}]}`, true},
+		{"bad content", formatOpenAI, `{"messages":[{"role":"user","content":"q"},{"role":"tool","content":7}]}`, true},
+		{"bad anthropic system", formatAnthropic, `{"system":3,"messages":[{"role":"user","content":"q"}]}`, true},
+		{"bad tool result", formatAnthropic, `{"messages":[{"role":"user","content":[{"type":"tool_result","content":{"x":1}}]}]}`, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			full, ferr := parseConversation(tc.f, []byte(tc.body), nil)
+			short, serr := parseConversation(tc.f, []byte(tc.body), always)
+			if fmt.Sprint(ferr) != fmt.Sprint(serr) {
+				t.Fatalf("decoded: %v; checked only: %v", ferr, serr)
+			}
+			if tc.bad != (ferr != nil) {
+				t.Fatalf("error %v, want one: %v", ferr, tc.bad)
+			}
+			if tc.bad {
+				return
+			}
+			if full.uncounted || !short.uncounted || short.views != nil || len(full.views) != len(full.raw) {
+				t.Errorf("decoded: uncounted %v with %d views; checked: uncounted %v with %d views", full.uncounted, len(full.views), short.uncounted, len(short.views))
+			}
+			if !slices.Equal(full.raw, short.raw) || full.head != short.head || full.system != short.system || full.stream != short.stream ||
+				full.msgs.Raw != short.msgs.Raw || full.msgs.Index != short.msgs.Index || sessionID(full, "k") != sessionID(short, "k") {
+				t.Errorf("decoded %+v\nchecked %+v", full, short)
+			}
+		})
 	}
 }

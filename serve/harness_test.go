@@ -230,7 +230,7 @@ func checkPairs(t *testing.T, body []byte) {
 // checkPairsIn is checkPairs for a body in format f.
 func checkPairsIn(t *testing.T, f apiFormat, body []byte) {
 	t.Helper()
-	conv, err := parseConversation(f, body)
+	conv, err := parseConversation(f, body, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -437,7 +437,7 @@ func (s *Server) proxyChat(f apiFormat) http.HandlerFunc {
 			apiError(w, f, http.StatusNotFound, "not_found_error", "this server has no Anthropic upstream (set upstream.anthropic.base_url)")
 			return
 		}
-		conv, err := parseConversation(f, body)
+		conv, err := parseConversation(f, body, s.comp.uncounted)
 		if err != nil {
 			apiError(w, f, http.StatusBadRequest, "invalid_request_error", err.Error())
 			return

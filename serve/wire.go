@@ -40,10 +40,15 @@ type conversation struct {
 	// messages and the first user message (the task).
 	head   int
 	stream bool
+	// uncounted: the messages are too short to count, so they were
+	// checked but not decoded (views is nil).
+	uncounted bool
 }
 
-// parseConversation reads body, untrusted, in format f.
-func parseConversation(f apiFormat, body []byte) (*conversation, error) {
+// parseConversation reads body, untrusted, in format f. Its messages are
+// checked as counting reads them, and decoded for counting unless
+// uncounted (nil: never) says from their bytes that they will not be.
+func parseConversation(f apiFormat, body []byte, uncounted func(msgs string) bool) (*conversation, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, errors.New("body is not valid JSON")
 	}
@@ -51,26 +56,47 @@ func parseConversation(f apiFormat, body []byte) (*conversation, error) {
 	if !root.IsObject() {
 		return nil, errors.New("body: want a JSON object")
 	}
-	c := &conversation{format: f, body: body, msgs: root.Get("messages"), stream: root.Get("stream").Bool()}
+	c := &conversation{format: f, body: body}
+	// One walk of the top level (a Get per field would pass over the
+	// messages again for each); the first of a repeated field counts.
+	var stream, system gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "messages" && !c.msgs.Exists():
+			c.msgs = v
+		case k.Str == "stream" && !stream.Exists():
+			stream = v
+		case k.Str == "system" && !system.Exists():
+			system = v
+		}
+		return true
+	})
+	c.stream = stream.Bool()
 	if !c.msgs.IsArray() {
 		return nil, errors.New("messages: want an array of messages")
 	}
 	if f == formatAnthropic {
-		sys, err := llm.AnthropicText(root.Get("system"))
+		sys, err := llm.AnthropicText(system)
 		if err != nil {
 			return nil, fmt.Errorf("system: %w", err)
 		}
 		c.system = sys
 	}
+	c.uncounted = uncounted != nil && uncounted(c.msgs.Raw)
 	var err error
 	c.msgs.ForEach(func(_, m gjson.Result) bool {
 		i := len(c.raw)
 		var v []llm.Message
-		if f == formatOpenAI {
+		switch {
+		case c.uncounted && f == formatOpenAI:
+			err = llm.CheckOpenAIMessage(m)
+		case c.uncounted:
+			err = llm.CheckAnthropicMessage(m)
+		case f == formatOpenAI:
 			var msg llm.Message
 			msg, err = llm.OpenAIMessage(m)
 			v = []llm.Message{msg}
-		} else {
+		default:
 			v, err = llm.AnthropicMessage(m)
 		}
 		if err != nil {
@@ -78,7 +104,9 @@ func parseConversation(f apiFormat, body []byte) (*conversation, error) {
 			return false
 		}
 		c.raw = append(c.raw, m.Raw)
-		c.views = append(c.views, v)
+		if !c.uncounted {
+			c.views = append(c.views, v)
+		}
 		return true
 	})
 	if err != nil {
