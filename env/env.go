@@ -74,6 +74,15 @@ type Environment interface {
 	Reset(ctx context.Context, task Task) (Episode, error)
 }
 
+// Configured is implemented by environments whose results depend on more
+// than their name: Settings names the dataset and every option that
+// changes what a task is or how it is scored (not limits on input size,
+// timeouts or retries). Rollout fingerprints carry it, so work done under
+// other settings is neither resumed nor reused.
+type Configured interface {
+	Settings() string
+}
+
 // Episode is one run of one task.
 type Episode interface {
 	Step(ctx context.Context, a Action) (StepResult, error)

@@ -258,10 +258,15 @@ type HTTPEnv struct {
 	tools   []ToolSpec
 	tasks   map[string][]Task
 	version string
-	red     Redactor // nil: only the header values are scrubbed
+	// settings is Settings' answer, fixed when the environment is made.
+	settings string
+	red      Redactor // nil: only the header values are scrubbed
 }
 
-var _ Environment = (*HTTPEnv)(nil)
+var (
+	_ Environment = (*HTTPEnv)(nil)
+	_ Configured  = (*HTTPEnv)(nil)
+)
 
 // Redactor replaces secrets in text (distill.Redactor is one). The HTTP
 // environment quotes the server's replies in its errors, which reach logs
@@ -309,8 +314,25 @@ func NewHTTP(ctx context.Context, cfg HTTPConfig, red Redactor) (*HTTPEnv, error
 		fmt.Fprintf(h, "%s\t%s\t%s\n", t.ID, t.Split, t.Prompt)
 	}
 	e.version = "http:" + hex.EncodeToString(h.Sum(nil))[:16]
+	// Settings: what the server is sent and how its replies are read and
+	// scored; how long to wait and how often to retry change no result.
+	beh := cfg
+	beh.Timeout, beh.MaxRetries, beh.HeadersEnv = 0, 0, nil
+	b, err := json.Marshal(struct {
+		Config HTTPConfig `json:"config"`
+		Tools  []ToolSpec `json:"tools"`
+	}{beh, e.tools})
+	if err != nil {
+		return nil, fmt.Errorf("env.http: %w", err)
+	}
+	s := sha256.Sum256(b)
+	e.settings = e.version + " config=" + hex.EncodeToString(s[:])[:16]
 	return e, nil
 }
+
+// Settings names the server, its tasks, the tools and the configuration
+// that shapes requests and reads replies and scores.
+func (e *HTTPEnv) Settings() string { return e.settings }
 
 // Name implements Environment.
 func (e *HTTPEnv) Name() string { return "http" }

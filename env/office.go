@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,10 +31,12 @@ type Office struct {
 	tasks   map[string][]officeTask
 	byID    map[string]*officeTask
 	version string
+	content string // digest of the dataset's lines
 }
 
 var (
 	_ Environment = (*Office)(nil)
+	_ Configured  = (*Office)(nil)
 	_ Planner     = (*officeEpisode)(nil)
 )
 
@@ -96,7 +99,7 @@ func NewOffice(opts OfficeOptions) (*Office, error) {
 	if opts.StepLimit < 0 {
 		return nil, fmt.Errorf("office: step_limit must not be negative, got %d", opts.StepLimit)
 	}
-	d := dataset{fsys: datasets.Office(), display: func(name string) string { return "datasets/office/" + name }, limits: DefaultLimits}
+	d := dataset{fsys: datasets.Office(), display: func(name string) string { return "datasets/office/" + name }, limits: DefaultLimits, sum: sha256.New()}
 	o := &Office{tasks: map[string][]officeTask{}, byID: map[string]*officeTask{}}
 	seen := map[string]bool{}
 	for _, split := range []string{"train", "test"} {
@@ -129,6 +132,7 @@ func NewOffice(opts OfficeOptions) (*Office, error) {
 		return nil, fmt.Errorf("read dataset %s: %w", d.display("VERSION"), err)
 	}
 	o.version = "office:" + strings.TrimSpace(string(v))
+	o.content = d.digest()
 	return o, nil
 }
 
@@ -163,6 +167,12 @@ func (o *Office) Name() string { return "office" }
 
 // Version identifies the dataset.
 func (o *Office) Version() string { return o.version }
+
+// Settings names the dataset, version and content; the office environment
+// has no option that changes its tasks or checks.
+func (o *Office) Settings() string {
+	return fmt.Sprintf("%s content=%s", o.version, o.content)
+}
 
 func officeTool(name, desc string, params ...string) ToolSpec {
 	props := map[string]any{}

@@ -3,6 +3,7 @@ package env
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,13 +54,19 @@ type QA struct {
 	tasks     map[string][]Task
 	topK      int
 	version   string
-	// long is the long-horizon variant, with the answer tool.
-	long bool
+	content   string // digest of the dataset's lines
+	// long is the long-horizon variant, with the answer tool, of
+	// questionsPerTask questions per task.
+	long             bool
+	questionsPerTask int
 	// searchBudget caps the searches of an episode (0: no cap).
 	searchBudget int
 }
 
-var _ Environment = (*QA)(nil)
+var (
+	_ Environment = (*QA)(nil)
+	_ Configured  = (*QA)(nil)
+)
 
 // NewQA loads and validates the dataset; its corpus is indexed on the first
 // search.
@@ -74,11 +81,11 @@ func NewQA(opts QAOptions) (*QA, error) {
 	if lim.File == 0 {
 		lim.File = DefaultLimits.File
 	}
-	d := dataset{fsys: datasets.QA(), display: func(name string) string { return "datasets/qa/" + name }, limits: lim}
+	d := dataset{fsys: datasets.QA(), display: func(name string) string { return "datasets/qa/" + name }, limits: lim, sum: sha256.New()}
 	if opts.Dir != "" {
-		d = dataset{fsys: os.DirFS(opts.Dir), display: func(name string) string { return filepath.Join(opts.Dir, name) }, limits: lim}
+		d = dataset{fsys: os.DirFS(opts.Dir), display: func(name string) string { return filepath.Join(opts.Dir, name) }, limits: lim, sum: sha256.New()}
 	}
-	q := &QA{topK: opts.TopK, tasks: map[string][]Task{}, searchBudget: opts.SearchBudget}
+	q := &QA{topK: opts.TopK, tasks: map[string][]Task{}, searchBudget: opts.SearchBudget, questionsPerTask: opts.QuestionsPerTask}
 	if q.topK == 0 {
 		q.topK = 3
 	}
@@ -102,7 +109,15 @@ func NewQA(opts QAOptions) (*QA, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read dataset %s: %w", d.display("VERSION"), err)
 	}
+	q.content = d.digest()
 	return q, nil
+}
+
+// Settings names the dataset (version and content) and the options that
+// change what a task is or how it is answered: top_k, questions_per_task
+// and search_budget. Line and file limits only reject broken files.
+func (q *QA) Settings() string {
+	return fmt.Sprintf("qa dataset=%s content=%s top_k=%d questions_per_task=%d search_budget=%d", q.version, q.content, q.topK, q.questionsPerTask, q.searchBudget)
 }
 
 // searchIndex returns the BM25 index of the corpus, built on the first

@@ -2,9 +2,11 @@ package env
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"slices"
@@ -46,6 +48,17 @@ type dataset struct {
 	fsys    fs.FS
 	display func(name string) string
 	limits  jsonl.Limits
+	// sum, when set, digests every line read, so an environment's settings
+	// name the content of its dataset even when VERSION was not bumped.
+	sum hash.Hash
+}
+
+// digest is the digest of the lines read so far, "" without sum.
+func (d dataset) digest() string {
+	if d.sum == nil {
+		return ""
+	}
+	return hex.EncodeToString(d.sum.Sum(nil))[:16]
 }
 
 // readLines calls fn for each non-blank line of the named JSONL file with its
@@ -68,6 +81,9 @@ func (d dataset) readLines(name string, fn func(n int, line []byte) error) error
 		}
 		if err != nil {
 			return fmt.Errorf("read dataset: %w", err)
+		}
+		if d.sum != nil {
+			fmt.Fprintf(d.sum, "%s\n%s\n", name, line)
 		}
 		if err := fn(rd.Line(), line); err != nil {
 			return fmt.Errorf("%s:%d: %w", path, rd.Line(), err)

@@ -64,6 +64,16 @@ const (
 	ToolChoiceNone     = "none"
 )
 
+// AnswerSettings returns c without the settings that change only how a
+// request is made (concurrency, timeout, retries, key), so two configs
+// with the same answer settings get the same answers at the same prices.
+// Fingerprints of finished work use it: raising a timeout resumes work
+// instead of redoing it.
+func (c RoleConfig) AnswerSettings() RoleConfig {
+	c.Concurrency, c.Timeout, c.MaxRetries, c.KeyEnv, c.NoKey = 0, 0, 0, "", false
+	return c
+}
+
 // WithDefaults returns c with zero fields set to their defaults.
 func (c RoleConfig) WithDefaults() RoleConfig {
 	if c.Concurrency == 0 {

@@ -30,8 +30,7 @@ func TestStageInputsNameTheEmbeddedModelVersion(t *testing.T) {
 	if !strings.HasSuffix(c.CacheEndpoint, "@"+sim.Version) {
 		t.Errorf("cache endpoint %q does not name the version %s", c.CacheEndpoint, sim.Version)
 	}
-	p := &runner{job: job, rt: rt}
-	b, err := json.Marshal(p.roleInputs())
+	b, err := json.Marshal(rt.ModelInputs())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -395,7 +395,9 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 		Split: "test", Samples: 1, Seed: p.job.Seed, Reference: evalPrompting, Concurrency: p.job.Rollout.Concurrency,
 		TaskSet: p.rt.taskSet("test", test), EmbeddedModel: p.rt.EmbeddedModel, EmbeddedRoles: p.rt.EmbeddedRoles,
 	}
-	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "dataset": p.rt.Env.Version(), "options": opt, "roles": p.roleInputs()}
+	// The agents' fingerprints name the environment's settings and the
+	// models (rollout.Fingerprint), so they are not listed again.
+	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "options": opt}
 	res, err := stage(p.dir, p.meter, stageSpec[*eval.Result]{
 		name: "eval", inputs: inputs, store: p.store, owned: []string{evalDirName},
 		run: func(string) (*eval.Result, map[string]float64, error) {
@@ -504,10 +506,9 @@ func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks
 		return nil, err
 	}
 	runner := p.rt.Runner(agent, name)
-	inputs := map[string]any{
-		"agent": agent.Fingerprint(), "tasks": tasksHash(tasks), "dataset": p.rt.Env.Version(),
-		"env": p.job.Env, "roles": p.roleInputs(), "embedded": p.job.Embedded,
-	}
+	// The fingerprint names the environment's settings and the models;
+	// the tasks are named by content.
+	inputs := map[string]any{"agent": agent.Fingerprint(), "tasks": tasksHash(tasks)}
 	return stage(p.dir, p.meter, stageSpec[*rollout.Result]{
 		name: name, inputs: inputs, store: p.store,
 		run: func(dir string) (*rollout.Result, map[string]float64, error) {
@@ -545,8 +546,6 @@ func (p *runner) newAgent(s compress.Name, g *compress.Prompt) (*rollout.Agent, 
 	return agent, nil
 }
 
-// tasksHash identifies tasks by content, so an edited dataset with the same
-// task ids does not reuse stale stages.
 // boundStore evicts the least recently used entries of the stage store
 // beyond the job's bound, keeping every entry this run used or stored.
 func (p *runner) boundStore() {
@@ -566,17 +565,8 @@ func (p *runner) boundStore() {
 	}
 }
 
-// roleInputs are the roles as a stage input: their configuration and, when
-// the embedded model answers any of them, its version, so that a stage it
-// answered is not reused, from the run directory or the stage store, once
-// its code changed.
-func (p *runner) roleInputs() any {
-	return struct {
-		Roles    Roles  `json:"roles"`
-		Embedded string `json:"embedded_version,omitempty"`
-	}{p.job.Roles, p.rt.EmbeddedVersion()}
-}
-
+// tasksHash identifies tasks by content, so an edited dataset with the same
+// task ids does not reuse stale stages.
 func tasksHash(ts []env.Task) string {
 	b, _ := json.Marshal(ts)
 	h := sha256.Sum256(b)
@@ -596,7 +586,9 @@ func (p *runner) step(round int, step string, parent compiled, base, cur *rollou
 	name := fmt.Sprintf("r%d-%s", round, step)
 	inputs := map[string]any{
 		"parent": parent.rec.ID, "baseline": outcomeHash(base), "current": outcomeHash(cur),
-		"optimize": stepSettings(step, p.job.Optimize), "roles": p.roleInputs(), "seed": p.job.Seed,
+		"optimize": stepSettings(step, p.job.Optimize), "seed": p.job.Seed,
+		// A step rolls its candidates out, so it depends on what rollouts do.
+		"models": p.rt.ModelInputs(), "env": p.rt.Env.Settings(),
 	}
 	if len(p.job.Sources) > 0 {
 		inputs["sources"] = p.job.Sources

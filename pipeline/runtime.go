@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +27,7 @@ import (
 // version of its tasks, so rollouts of another version are not reused.
 type Environment interface {
 	env.Environment
+	env.Configured
 	Version() string
 }
 
@@ -155,6 +159,37 @@ func (rt *Runtime) EmbeddedVersion() string {
 	return sim.Version
 }
 
+// ModelInputs identify the models the job's roles reach beyond their
+// names: each role's answer settings and, when the embedded model answers
+// any role, its version and the settings that change its answers. Stage
+// inputs and rollout fingerprints (Agent.Models) both use them, so work a
+// model did is not reused once the model, its code or its sampling changed.
+func (rt *Runtime) ModelInputs() any {
+	var roles Roles
+	src := rt.Job.Roles
+	_ = roles.each(func(name string, c *llm.RoleConfig) error {
+		*c = src.get(name).AnswerSettings()
+		return nil
+	})
+	in := struct {
+		Roles    Roles       `json:"roles"`
+		Version  string      `json:"embedded_version,omitempty"`
+		Embedded *sim.Config `json:"embedded,omitempty"`
+	}{Roles: roles}
+	if v := rt.EmbeddedVersion(); v != "" {
+		a := rt.Job.Embedded.AnswerSettings()
+		in.Version, in.Embedded = v, &a
+	}
+	return in
+}
+
+// modelsDigest is ModelInputs as a short digest, for Agent.Models.
+func (rt *Runtime) modelsDigest() string {
+	b, _ := json.Marshal(rt.ModelInputs())
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
 // CompressorAt returns a compressor client configured like the job's but
 // pointed at baseURL ("embedded" for the embedded model) and model; empty
 // values keep the job's. It shares the response cache.
@@ -231,6 +266,7 @@ func (rt *Runtime) NewAgent(s *compress.Strategy) *rollout.Agent {
 	return &rollout.Agent{
 		Env: rt.Env, Model: rt.Agent, Tokenizer: rt.Tokenizer,
 		StepLimit: rt.Job.Env.StepLimit, Strategy: s, Window: rt.Job.Rollout.ContextWindow,
+		Models: rt.modelsDigest(),
 	}
 }
 

@@ -90,8 +90,10 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 			// A finished stage whose result cannot be read is run again.
 			slog.Warn("stage result unreadable, running it again", "stage", s.name, "err", err)
 		case old.InputsHash != hash:
+			// What the stage wrote outside its directory (the evaluation's
+			// rollouts) was made with the old inputs too.
 			slog.Info("stage inputs changed, starting over", "stage", s.name)
-			if err := os.RemoveAll(dir); err != nil {
+			if err := s.clear(runDir, dir); err != nil {
 				return zero, fmt.Errorf("stage %s: %w", s.name, err)
 			}
 		default:
@@ -147,14 +149,8 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 // loads the result; the manifest records where it came from.
 func (s stageSpec[T]) reuse(e, runDir, dir, hash string, in []byte) (T, error) {
 	var zero T
-	for _, p := range append([]string{dir}, s.owned...) {
-		target := p
-		if p != dir {
-			target = filepath.Join(runDir, p)
-		}
-		if err := os.RemoveAll(target); err != nil {
-			return zero, err
-		}
+	if err := s.clear(runDir, dir); err != nil {
+		return zero, err
 	}
 	if err := s.store.restore(e, dir, runDir); err != nil {
 		return zero, err
@@ -169,6 +165,16 @@ func (s stageSpec[T]) reuse(e, runDir, dir, hash string, in []byte) (T, error) {
 	_ = json.Unmarshal(old, &m)
 	m = Manifest{Stage: s.name, InputsHash: hash, Inputs: in, Status: statusDone, Started: now, Finished: now, Counts: m.Counts, ReusedFrom: e}
 	return v, rollout.WriteJSON(filepath.Join(dir, ManifestFile), m)
+}
+
+// clear removes the stage's directory and the run-directory paths it owns.
+func (s stageSpec[T]) clear(runDir, dir string) error {
+	for _, p := range s.owned {
+		if err := os.RemoveAll(filepath.Join(runDir, p)); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 func (s stageSpec[T]) loadFrom(dir string) (T, error) {

@@ -162,3 +162,43 @@ func TestStageInputs(t *testing.T) {
 		t.Fatalf("unencodable inputs: err %v, runs %d", err, runs)
 	}
 }
+
+// TestStageInputsChangedClearsOwned: a stage whose inputs changed starts
+// over without what it wrote outside its directory under the old inputs
+// (the evaluation's rollouts), so it neither reuses nor trips over them;
+// a stage cut off with the same inputs resumes with them.
+func TestStageInputsChangedClearsOwned(t *testing.T) {
+	dir := t.TempDir()
+	meter, _ := NewMeter(Budget{}, "")
+	old := filepath.Join(dir, "eval", "old.txt")
+	for _, tc := range []struct {
+		name, inputs string
+		fail         bool // the stage is cut off
+		wantOld      bool // old.txt is there when the stage runs
+	}{
+		{"first run, cut off", "a", true, false},
+		{"same inputs resume", "a", false, true},
+		{"changed inputs", "b", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := stage(dir, meter, stageSpec[stageOut]{name: "eval", inputs: tc.inputs, owned: []string{"eval"}, run: func(string) (stageOut, map[string]float64, error) {
+				if _, err := os.Stat(old); (err == nil) != tc.wantOld {
+					t.Errorf("%s present: %v, want %v", old, err == nil, tc.wantOld)
+				}
+				if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+					return stageOut{}, nil, err
+				}
+				if err := os.WriteFile(old, nil, 0o644); err != nil {
+					return stageOut{}, nil, err
+				}
+				if tc.fail {
+					return stageOut{}, nil, errors.New("cut off")
+				}
+				return stageOut{N: 1}, nil, nil
+			}})
+			if (err != nil) != tc.fail {
+				t.Fatalf("err %v", err)
+			}
+		})
+	}
+}

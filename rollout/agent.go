@@ -44,7 +44,10 @@ const (
 // Fingerprint identifies what makes two rollouts comparable: a directory
 // holding trajectories of another fingerprint is not resumed or reused.
 type Fingerprint struct {
-	Env                  string `json:"env"`
+	Env string `json:"env"`
+	// EnvSettings are the environment's dataset and options that change
+	// its tasks or scores (env.Configured).
+	EnvSettings          string `json:"env_settings,omitempty"`
 	Strategy             string `json:"strategy"`
 	HistoryGuideline     string `json:"history_guideline,omitempty"`
 	ObservationGuideline string `json:"observation_guideline,omitempty"`
@@ -54,11 +57,16 @@ type Fingerprint struct {
 	AgentModel           string `json:"agent_model"`
 	CompressorModel      string `json:"compressor_model,omitempty"`
 	Sample               int    `json:"sample,omitempty"`
+	// Models is Agent.Models.
+	Models string `json:"models,omitempty"`
 }
 
 // Fingerprint returns a's fingerprint.
 func (a *Agent) Fingerprint() Fingerprint {
-	f := Fingerprint{Env: a.Env.Name(), Strategy: a.strategyName(), StepLimit: a.StepLimit, Window: a.Window, AgentModel: modelName(a.Model), Sample: a.Sample}
+	f := Fingerprint{Env: a.Env.Name(), Strategy: a.strategyName(), StepLimit: a.StepLimit, Window: a.Window, AgentModel: modelName(a.Model), Sample: a.Sample, Models: a.Models}
+	if c, ok := a.Env.(env.Configured); ok {
+		f.EnvSettings = c.Settings()
+	}
 	if s := a.Strategy; s != nil {
 		f.HistoryGuideline, f.ObservationGuideline = s.HistoryGuidelineID, s.ObservationGuidelineID
 		f.Params, f.CompressorModel = s.Params, s.CompressorModel
@@ -88,6 +96,12 @@ type Agent struct {
 	// task (optimize eval --samples). Every model request carries it, so
 	// at temperature > 0 samples differ, and each is its own cache entry.
 	Sample int
+	// Models identifies the endpoints behind Model and the strategy's
+	// compressor and embedder beyond their model names (addresses,
+	// sampling settings, the embedded model's version), as whoever built
+	// the agent from a configuration knows them. It is part of the
+	// fingerprint, so rollouts of other models are not resumed or reused.
+	Models string
 }
 
 // run holds the state of one task run.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,36 +120,57 @@ func TestRolloutEndpointDiesMidRun(t *testing.T) {
 }
 
 // TestSIGTERMExitsPromptly: a long command stops within 2 s of SIGTERM
-// with the interrupted exit code.
+// with exit 130 and leaves a state the same command resumes. The signal
+// comes once the command is in its long work, i.e. a task's record is
+// written: what runs once before (the lazily loaded token ranks, the
+// search index) is CPU work no signal interrupts, which on a loaded
+// machine took longer than the bound when the signal came before it.
 func TestSIGTERMExitsPromptly(t *testing.T) {
 	dir := t.TempDir()
-	// Slow calls keep the commands busy when the signal comes.
-	cfg := writeJob(t, dir, func(s string) string {
-		return strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 2\nembedded:\n  latency: 300ms", 1)
-	})
+	// Slow calls keep the commands busy when the signal comes; the resume
+	// runs without them (latency changes no result, so it resumes).
+	job := func(latency string) string {
+		return writeJob(t, dir, func(s string) string {
+			s = strings.Replace(s, "step_limit: 30", "step_limit: 30\n  train_limit: 4\n  test_limit: 2", 1)
+			return strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 2\nembedded:\n  latency: "+latency, 1)
+		})
+	}
+	slow := job("100ms")
 	for _, tc := range []struct {
-		name  string
-		args  []string
-		ready func() bool
+		name string
+		args []string
+		// records is the trajectories file the command's first rollout
+		// writes; resumed reads how many tasks its resume kept.
+		records string
+		resumed func() int
 	}{
-		{"rollout", []string{"rollout", "--config", cfg, "--strategy", "prompting", "--out", filepath.Join(dir, "r")}, func() bool { return exists(filepath.Join(dir, "r.partial")) }},
-		{"run", []string{"run", "--config", cfg, "--out", filepath.Join(dir, "run")}, func() bool { return exists(filepath.Join(dir, "run", "stages")) }},
-		{"sim", []string{"sim", "--listen", "127.0.0.1:0", "--latency", "1s"}, nil},
+		{"rollout", []string{"rollout", "--strategy", "prompting", "--out", filepath.Join(dir, "r")}, filepath.Join(dir, "r.partial", rollout.TrajectoriesFile),
+			func() int { return readSummary(t, filepath.Join(dir, "r")).ResumedTasks }},
+		{"run", []string{"run", "--out", filepath.Join(dir, "run")}, filepath.Join(dir, "run", "stages", "baseline", "rollout.partial", rollout.TrajectoriesFile),
+			func() int {
+				return readSummary(t, filepath.Join(dir, "run", "stages", "baseline", "rollout")).ResumedTasks
+			}},
+		{"sim", []string{"sim", "--listen", "127.0.0.1:0", "--latency", "1s"}, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(binary, tc.args...)
+			args := tc.args
+			if tc.records != "" {
+				args = append(args, "--config", slow)
+			}
+			cmd := exec.Command(binary, args...)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(time.Minute)
-			for tc.ready != nil && !tc.ready() && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			time.Sleep(300 * time.Millisecond)
-			start := time.Now()
-			cmd.Process.Signal(syscall.SIGTERM)
 			done := make(chan struct{})
 			go func() { cmd.Wait(); close(done) }()
+			finished := 0
+			if tc.records == "" {
+				time.Sleep(300 * time.Millisecond)
+			} else if finished = waitForRecord(t, tc.records, done); finished == 0 {
+				t.Fatal("no task finished within a minute")
+			}
+			start := time.Now()
+			cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-done:
 			case <-time.After(5 * time.Second):
@@ -158,20 +180,44 @@ func TestSIGTERMExitsPromptly(t *testing.T) {
 			}
 			took := time.Since(start)
 			want := exitCancelled
-			if tc.name == "sim" {
+			if tc.records == "" {
 				want = exitOK // a server's normal way to stop
 			}
 			if code := cmd.ProcessState.ExitCode(); code != want || took > 2*time.Second {
 				t.Fatalf("exit %d after %s, want %d within 2 s", code, took, want)
 			}
-			t.Logf("%s exited %d %s after SIGTERM", tc.name, cmd.ProcessState.ExitCode(), took.Round(time.Millisecond))
+			t.Logf("%s exited %d %s after SIGTERM, %d tasks finished", tc.name, cmd.ProcessState.ExitCode(), took.Round(time.Millisecond), finished)
+			if tc.resumed == nil {
+				return
+			}
+			code, _, stderr := runCLI(t, append(slices.Clone(tc.args), "--config", job("0s"))...)
+			if code != 0 {
+				t.Fatalf("resume: exit %d\n%s", code, stderr)
+			}
+			if n := tc.resumed(); n < finished {
+				t.Fatalf("resume kept %d tasks, want the %d finished before SIGTERM", n, finished)
+			}
 		})
 	}
 }
 
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+// waitForRecord waits (at most a minute, or until the command ends) for
+// the first complete record in path and returns how many there are.
+func waitForRecord(t *testing.T, path string, done <-chan struct{}) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			t.Fatal("the command ended before the signal")
+		default:
+		}
+		if b, err := os.ReadFile(path); err == nil && bytes.Count(b, []byte("\n")) > 0 {
+			return bytes.Count(b, []byte("\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0
 }
 
 // TestSpendSurvivesKill9: a run killed mid-way has spent.json count every

@@ -45,6 +45,13 @@ const (
 	ModelName = "ctxopt-sim"
 )
 
+// AnswerSettings keeps the settings that change what the model answers,
+// not only when or whether it answers: the malformed-reply rate. Latency
+// and the transient faults the client retries change no result.
+func (c Config) AnswerSettings() Config {
+	return Config{RateMalformed: c.RateMalformed}
+}
+
 // withDefaults fills the zero durations.
 func (c Config) withDefaults() Config {
 	if c.RetryAfter == 0 {
