@@ -6,10 +6,13 @@ BIN := bin/optimize
 build:
 	$(GO) build -o $(BIN) ./cmd/optimize
 
-# The main job on the embedded offline model: no key, no network.
+# The main job on the embedded offline model: no key, no network. runs/ is
+# the demo's own: what an earlier demo left there is reused where its inputs
+# are unchanged and redone where they changed (another build of the embedded
+# model, another job), never refused (--replace).
 demo: build
-	./$(BIN) run --config jobs/demo.yaml --out runs/demo
-	./$(BIN) eval --config jobs/demo.yaml --split train --run runs/demo \
+	./$(BIN) run --config jobs/demo.yaml --out runs/demo --replace
+	./$(BIN) eval --config jobs/demo.yaml --split train --run runs/demo --replace \
 	  --candidate none=none --candidate fifo=fifo --candidate retrieval=retrieval \
 	  --candidate llmlingua=llmlingua --candidate prompting=prompting \
 	  --candidate guideline=guideline,guideline=selected \

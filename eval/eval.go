@@ -70,6 +70,11 @@ type Options struct {
 	// role; EmbeddedRoles names the roles it played.
 	EmbeddedModel bool
 	EmbeddedRoles []string
+	// Replace redoes a candidate's rollouts that dir holds from another
+	// configuration (another guideline, settings or model version)
+	// instead of refusing them (rollout.Runner.Replace). How the
+	// evaluation is run, not what it computes: no part of a stage's inputs.
+	Replace bool `json:"-"`
 }
 
 // Outcome is what an evaluation keeps of one run of one task.
@@ -180,7 +185,7 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 			// reaches the models (at temperature > 0 samples differ).
 			agent := *c.Agent
 			agent.Sample = s
-			r := &rollout.Runner{Agent: &agent, Concurrency: opt.Concurrency, EmbeddedModel: opt.EmbeddedModel, EmbeddedRoles: opt.EmbeddedRoles, Progress: prog}
+			r := &rollout.Runner{Agent: &agent, Concurrency: opt.Concurrency, EmbeddedModel: opt.EmbeddedModel, EmbeddedRoles: opt.EmbeddedRoles, Progress: prog, Replace: opt.Replace}
 			res, err := r.RunDir(ctx, tasks, filepath.Join(dir, rolloutsDir, c.Spec.Name, fmt.Sprintf("sample-%d", s)))
 			if err != nil {
 				prog.Finish()

@@ -29,6 +29,9 @@ type EvalOptions struct {
 	// Run is an `optimize run` directory: its registry resolves
 	// guideline=ID, and guideline=selected names the guideline it selected.
 	Run string
+	// Replace redoes rollouts of outDir made with another configuration
+	// instead of refusing them (eval.Options.Replace).
+	Replace bool
 }
 
 // Selected is the guideline reference, in a candidate spec, to the
@@ -37,6 +40,9 @@ const Selected = "selected"
 
 // SummaryFile is the summary `optimize run` writes into its directory.
 const SummaryFile = "summary.json"
+
+// JobFile is the resolved job `optimize run` writes into its directory.
+const JobFile = "job.yaml"
 
 // withRun resolves opt.Run: the run's registry, and its selected
 // guideline wherever a spec names Selected.
@@ -127,6 +133,7 @@ func Evaluate(ctx context.Context, job *Job, opt EvalOptions, outDir string) (*e
 	return eval.Run(ctx, cands, tasks, outDir, eval.Options{
 		Split: opt.Split, Samples: opt.Samples, Seed: job.Seed, Reference: opt.Reference,
 		Concurrency: job.Rollout.Concurrency, TaskSet: rt.taskSet(opt.Split, tasks), EmbeddedModel: rt.EmbeddedModel, EmbeddedRoles: rt.EmbeddedRoles,
+		Replace: opt.Replace,
 	})
 }
 

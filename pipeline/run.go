@@ -123,6 +123,9 @@ type RunOptions struct {
 	// NoReuse runs every stage not finished in outDir, instead of taking
 	// it from the stage store beside the cache.
 	NoReuse bool
+	// Replace removes an outDir that holds a run of another job and starts
+	// over; without it such a directory is refused.
+	Replace bool
 }
 
 // Run executes Algorithm 1 of ACON for job into outDir and returns the
@@ -190,6 +193,9 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if err != nil {
 		return nil, invalid(err)
 	}
+	if err := claimRunDir(outDir, job.Name, opts.Replace); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
@@ -203,7 +209,7 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if err != nil {
 		return nil, fmt.Errorf("encode job: %w", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(outDir, "job.yaml"), resolved, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(outDir, JobFile), resolved, 0o644); err != nil {
 		return nil, err
 	}
 	reg, err := guideline.OpenRegistry(filepath.Join(outDir, "guidelines"))
@@ -225,6 +231,35 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	}
 	p.agent, p.compressor, p.optimizer, p.embedder = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer), p.meter.Wrap(rt.Embedder)
 	return p, nil
+}
+
+// claimRunDir refuses an outDir whose job.yaml names another job: its
+// stages, registry, spending and reports would mix with this job's. With
+// replace it removes such a directory instead. A run of the same job is
+// resumed, whatever changed: stages whose inputs changed run again.
+func claimRunDir(outDir, name string, replace bool) error {
+	path := filepath.Join(outDir, JobFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("run dir: %w", err)
+	}
+	var other struct {
+		Name string `yaml:"name"`
+	}
+	if err := yaml.Unmarshal(b, &other); err == nil && other.Name == name {
+		return nil
+	}
+	if !replace {
+		return invalid(fmt.Errorf("%s holds a run of another job (%s names %q, this job is %q); choose another --out, or pass --replace to remove it and start over", outDir, path, other.Name, name))
+	}
+	slog.Info("replacing the run of another job", "dir", outDir, "job", other.Name)
+	if err := os.RemoveAll(outDir); err != nil {
+		return fmt.Errorf("replace %s: %w", outDir, err)
+	}
+	return nil
 }
 
 type runner struct {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,8 @@ func (e configuredEnv) Settings() string { return e.settings }
 
 // TestRunDirFingerprint: a rollout directory, finished or cut off, is
 // reused or resumed only by a rollout of the same environment settings
-// and models; under other settings it is refused, never served.
+// and models; under other settings it is refused, never served, or with
+// Replace run again from scratch.
 func TestRunDirFingerprint(t *testing.T) {
 	tasks := []env.Task{testTask(), testTask()}
 	for i := range tasks {
@@ -40,7 +42,8 @@ func TestRunDirFingerprint(t *testing.T) {
 		{"models", "search_budget=0", "m2", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, cut := range []bool{false, true} {
+			for _, run := range []struct{ cut, replace bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+				cut := run.cut
 				dir := filepath.Join(t.TempDir(), "out")
 				first := &fakeAgent{need: 1}
 				r := agent("search_budget=0", "m1", first)
@@ -54,8 +57,17 @@ func TestRunDirFingerprint(t *testing.T) {
 					t.Fatal(err)
 				}
 				second := &fakeAgent{need: 1}
-				res, err := agent(tc.settings, tc.models, second).RunDir(context.Background(), tasks, dir)
+				again := agent(tc.settings, tc.models, second)
+				again.Replace = run.replace
+				res, err := again.RunDir(context.Background(), tasks, dir)
 				switch {
+				case !tc.reuse && run.replace:
+					if err != nil || res.Reused || res.Summary.ResumedTasks != 0 || second.calls.Load() == 0 {
+						t.Fatalf("cut off %v, replace: err %v, result %+v, %d calls; want a new rollout", cut, err, res, second.calls.Load())
+					}
+					if got := readFingerprint(t, dir); got != again.Agent.Fingerprint() {
+						t.Fatalf("replaced rollout records %+v", got)
+					}
 				case !tc.reuse:
 					if err == nil || !strings.Contains(err.Error(), "another configuration") {
 						t.Fatalf("cut off %v: want a refusal, got %v (reused %v)", cut, err, res != nil && res.Reused)
@@ -78,4 +90,17 @@ func mkdir(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+func readFingerprint(t *testing.T, dir string) Fingerprint {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, FingerprintFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fp Fingerprint
+	if err := json.Unmarshal(b, &fp); err != nil {
+		t.Fatal(err)
+	}
+	return fp
 }

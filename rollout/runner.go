@@ -30,6 +30,21 @@ const (
 	partialSuffix    = ".partial"
 )
 
+// ErrOtherRollout marks a refusal to resume or reuse a directory that holds
+// another rollout (another configuration or task set), or something that is
+// not a rollout.
+var ErrOtherRollout = errors.New("the directory holds another rollout")
+
+// otherRollout is a refusal that wraps ErrOtherRollout with its own text.
+type otherRollout struct{ msg string }
+
+func (e *otherRollout) Error() string { return e.msg }
+func (e *otherRollout) Unwrap() error { return ErrOtherRollout }
+
+func refuse(format string, args ...any) error {
+	return &otherRollout{fmt.Sprintf(format, args...)}
+}
+
 // Summary aggregates a rollout; it is summary.json.
 type Summary struct {
 	Strategy               string `json:"strategy"`
@@ -185,6 +200,10 @@ type Runner struct {
 	// task runs, so files written during the rollout (optimize rollout's
 	// malformed replies) are published with it.
 	Staged func(staging string) error
+	// Replace starts over in a directory that holds another rollout
+	// (ErrOtherRollout) instead of refusing it: for callers that own the
+	// directory and mean to redo what changed (optimize eval --replace).
+	Replace bool
 }
 
 // Result is a finished rollout: its summary and the outcome of every task,
@@ -213,6 +232,18 @@ func (r *Runner) RunDir(ctx context.Context, tasks []env.Task, dir string) (*Res
 	staging := dir + partialSuffix
 	fp := r.Agent.Fingerprint()
 	res, err := readFinished(dir, tasks, fp)
+	if err == nil && res == nil {
+		err = checkStaging(staging, fp)
+	}
+	if r.Replace && errors.Is(err, ErrOtherRollout) {
+		slog.Info("replacing a rollout made with another configuration", "dir", dir, "reason", err)
+		for _, d := range []string{dir, staging} {
+			if err := os.RemoveAll(d); err != nil {
+				return nil, fmt.Errorf("replace %s: %w", d, err)
+			}
+		}
+		res, err = nil, nil
+	}
 	if err != nil || (res != nil && res.Summary.InfraFailures == 0) {
 		return res, err
 	}
@@ -399,9 +430,18 @@ func checkFingerprint(dir string, fp Fingerprint) error {
 	}
 	if old != fp {
 		want, _ := json.Marshal(fp)
-		return fmt.Errorf("%s holds a rollout with another configuration (%s, now %s); remove it or choose another --out", dir, b, want)
+		return refuse("%s holds a rollout with another configuration (%s, now %s); remove it or choose another --out", dir, b, want)
 	}
 	return nil
+}
+
+// checkStaging checks that an interrupted rollout in staging, if any, was
+// started with fp; it records nothing.
+func checkStaging(staging string, fp Fingerprint) error {
+	if _, err := os.Stat(filepath.Join(staging, FingerprintFile)); err != nil {
+		return nil // none, or checkFingerprint reports it when it records fp
+	}
+	return checkFingerprint(staging, fp)
 }
 
 // readFinished returns the rollout in dir when it is finished and covers
@@ -411,7 +451,7 @@ func readFinished(dir string, tasks []env.Task, fp Fingerprint) (*Result, error)
 	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
 	if errors.Is(err, os.ErrNotExist) {
 		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
-			return nil, fmt.Errorf("output directory %s exists and is not a finished rollout; remove it or choose another --out", dir)
+			return nil, refuse("output directory %s exists and is not a finished rollout; remove it or choose another --out", dir)
 		}
 		return nil, nil
 	}
@@ -430,11 +470,11 @@ func readFinished(dir string, tasks []env.Task, fp Fingerprint) (*Result, error)
 		return nil, err
 	}
 	if len(outs) != len(tasks) {
-		return nil, fmt.Errorf("%s holds %d trajectories for %d tasks; remove it to run again", dir, len(outs), len(tasks))
+		return nil, refuse("%s holds %d trajectories for %d tasks; remove it to run again", dir, len(outs), len(tasks))
 	}
 	for i, t := range tasks {
 		if outs[i].TaskID != t.ID {
-			return nil, fmt.Errorf("%s holds another task set (task %d is %s, want %s); remove it to run again", dir, i+1, outs[i].TaskID, t.ID)
+			return nil, refuse("%s holds another task set (task %d is %s, want %s); remove it to run again", dir, i+1, outs[i].TaskID, t.ID)
 		}
 	}
 	return &Result{Summary: sum, Outcomes: outs, Reused: true, Path: filepath.Join(dir, TrajectoriesFile)}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/pipeline"
 	"github.com/ctxopt/ctxopt/report"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 func evalCommand() *cli.Command {
@@ -30,6 +31,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "registry", Usage: "guideline registry `DIR` for guideline=ID"},
 			&cli.StringFlag{Name: "run", Usage: "optimize run `DIR`: its registry for guideline=ID, and guideline=" + pipeline.Selected + " for the guideline it selected"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "evaluation directory"},
+			&cli.BoolFlag{Name: "replace", Usage: "redo a candidate's rollouts that --out holds from another configuration (another guideline, settings or model version) instead of refusing"},
 		},
 		Action: func(c *cli.Context) error {
 			job, err := pipeline.LoadJob(c.String("config"))
@@ -43,10 +45,14 @@ func evalCommand() *cli.Command {
 			res, err := pipeline.Evaluate(c.Context, job, pipeline.EvalOptions{
 				Specs: specs, Split: c.String("split"), Samples: c.Int("samples"),
 				Reference: c.String("reference"), Registry: c.String("registry"), Run: c.String("run"),
+				Replace: c.Bool("replace"),
 			}, c.String("out"))
 			if err != nil {
 				if errors.Is(err, pipeline.ErrBudget) {
 					return fmt.Errorf("%w; finished rollouts are kept: raise the budget in %s and run the same command again to resume", err, c.String("config"))
+				}
+				if errors.Is(err, rollout.ErrOtherRollout) {
+					err = fmt.Errorf("%w (or pass --replace to redo it)", err)
 				}
 				return inputOr(err)
 			}

@@ -71,7 +71,7 @@ func rolloutCommand() *cli.Command {
 				return fmt.Errorf("%w; finished tasks are kept in %s.partial: raise the budget and run the same command again to resume", err, c.String("out"))
 			}
 			if res == nil {
-				return err
+				return inputOr(err)
 			}
 			// Unfinished tasks still leave a table: success is over all
 			// tasks, the unfinished ones in the infra column.

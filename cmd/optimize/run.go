@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctxopt/ctxopt/pipeline"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 func runCommand() *cli.Command {
@@ -17,6 +18,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "job file (YAML)"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "run directory (re-running resumes it)"},
 			&cli.BoolFlag{Name: "no-reuse", Usage: "run every stage instead of taking those an earlier run finished with the same inputs from the stage store beside the cache"},
+			&cli.BoolFlag{Name: "replace", Usage: "when --out holds a run of another job, remove it and start over instead of refusing"},
 		},
 		Action: func(c *cli.Context) error {
 			job, err := pipeline.LoadJob(c.String("config"))
@@ -26,7 +28,7 @@ func runCommand() *cli.Command {
 			if err := checkOutDir("out", c.String("out")); err != nil {
 				return err
 			}
-			sum, err := pipeline.Run(c.Context, job, c.String("out"), pipeline.RunOptions{NoReuse: c.Bool("no-reuse")})
+			sum, err := pipeline.Run(c.Context, job, c.String("out"), pipeline.RunOptions{NoReuse: c.Bool("no-reuse"), Replace: c.Bool("replace")})
 			if err != nil {
 				if errors.Is(err, pipeline.ErrBudget) {
 					return fmt.Errorf("%w; finished work is kept: raise the budget in %s and run the same command again to resume", err, c.String("config"))
@@ -41,9 +43,9 @@ func runCommand() *cli.Command {
 func errorsIsBudget(err error) bool { return errors.Is(err, pipeline.ErrBudget) }
 
 // inputOr marks err as bad input when the pipeline says the user's input
-// caused it.
+// caused it, or when --out holds other work.
 func inputOr(err error) error {
-	if errors.Is(err, pipeline.ErrInvalidInput) {
+	if errors.Is(err, pipeline.ErrInvalidInput) || errors.Is(err, rollout.ErrOtherRollout) {
 		return badInput(err)
 	}
 	return err

@@ -56,3 +56,93 @@ func TestRolloutOutUnderOtherEnvSettings(t *testing.T) {
 		})
 	}
 }
+
+// smallJob writes the demo job cut to two tasks per split, with edit
+// applied after.
+func smallJob(t *testing.T, dir string, edit func(string) string) string {
+	return writeJob(t, dir, func(s string) string {
+		s = strings.Replace(s, "step_limit: 30", "step_limit: 30\n  train_limit: 2\n  test_limit: 2", 1)
+		if edit != nil {
+			s = edit(s)
+		}
+		return s
+	})
+}
+
+// TestRunIntoAnotherJobsDir: optimize run refuses a directory holding a
+// run of another job (exit 2, naming the directory and what to do) and
+// leaves it as it was; with --replace it starts the directory over; a run
+// of the same job resumes.
+func TestRunIntoAnotherJobsDir(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallJob(t, dir, nil)
+	out := filepath.Join(dir, "run")
+	mark := filepath.Join(out, "theirs.txt")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for path, data := range map[string]string{filepath.Join(out, "job.yaml"): "name: nightly\nseed: 1\n", mark: "their work\n"} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, stderr := runCLI(t, "run", "--config", cfg, "--out", out)
+	if code != exitUsage || !strings.Contains(stderr, out) || !strings.Contains(stderr, `"nightly"`) || !strings.Contains(stderr, "--replace") {
+		t.Fatalf("exit %d, want %d naming %s, the other job and --replace:\n%s", code, exitUsage, out, stderr)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("the refused directory was changed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "stages")); !os.IsNotExist(err) {
+		t.Fatalf("the refused directory got stages: %v", err)
+	}
+	if code, _, stderr := runCLI(t, "run", "--config", cfg, "--out", out, "--replace"); code != 0 {
+		t.Fatalf("--replace: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(mark); !os.IsNotExist(err) {
+		t.Fatalf("--replace kept the other job's files: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "job.yaml")); err != nil || !strings.Contains(string(b), "name: demo") {
+		t.Fatalf("job.yaml after --replace: %v\n%s", err, b)
+	}
+	if code, _, stderr := runCLI(t, "run", "--config", cfg, "--out", out); code != 0 {
+		t.Fatalf("the same job again: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestEvalReplace: optimize eval into a directory whose candidate was
+// evaluated under another configuration refuses (exit 2, naming the
+// rollout and --replace); with --replace it redoes that candidate and
+// reuses the unchanged one.
+func TestEvalReplace(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "eval")
+	eval := func(edit func(string) string, extra ...string) (int, string) {
+		cfg := smallJob(t, dir, edit)
+		code, _, stderr := runCLI(t, append([]string{"eval", "--config", cfg, "--split", "train", "--candidate", "none=none", "--candidate", "fifo=fifo", "--out", out}, extra...)...)
+		return code, stderr
+	}
+	if code, stderr := eval(nil); code != 0 {
+		t.Fatalf("first eval: exit %d\n%s", code, stderr)
+	}
+	none := filepath.Join(out, "rollouts", "none", "sample-0", "trajectories.jsonl")
+	fi, err := os.Stat(none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep2 := func(s string) string { return strings.Replace(s, "fifo_keep: 5", "fifo_keep: 2", 1) }
+	fifo := filepath.Join(out, "rollouts", "fifo", "sample-0")
+	code, stderr := eval(keep2)
+	if code != exitUsage || !strings.Contains(stderr, fifo) || !strings.Contains(stderr, "--replace") {
+		t.Fatalf("exit %d, want %d naming %s and --replace:\n%s", code, exitUsage, fifo, stderr)
+	}
+	if code, stderr := eval(keep2, "--replace"); code != 0 {
+		t.Fatalf("--replace: exit %d\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(fifo, "rollout.json")); err != nil || !strings.Contains(string(b), `fifo_keep\":2`) {
+		t.Fatalf("fifo was not redone with fifo_keep 2: %v\n%s", err, b)
+	}
+	if fi2, err := os.Stat(none); err != nil || !fi2.ModTime().Equal(fi.ModTime()) {
+		t.Fatalf("the unchanged candidate was not reused: %v", err)
+	}
+}
