@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -106,7 +107,12 @@ func newParquetFile(out io.Writer, split string) (*parquetFile, error) {
 // commit appends an encoded row group, moving its column chunks' offsets to
 // where it lands in the file.
 func (f *parquetFile) commit(rg *encodedRowGroup) error {
-	if _, err := f.out.Write(rg.data); err != nil {
+	_, err := f.out.Write(rg.data)
+	// Writers do not keep what they are given: the buffer serves another
+	// row group.
+	*rg.buf = rg.data[:0]
+	rowGroupBuffers.Put(rg.buf)
+	if err != nil {
 		return err
 	}
 	columns := make([]format.ColumnChunk, numColumns)
@@ -157,6 +163,7 @@ func (f *parquetFile) close() error {
 // offsets relative to its start.
 type encodedRowGroup struct {
 	data          []byte
+	buf           *[]byte // data's pooled buffer
 	columns       [numColumns]format.ColumnChunk
 	hasDictionary [numColumns]bool
 	numRows       int64
@@ -179,14 +186,18 @@ type rowGroupEncoder struct {
 	indices    []int32
 }
 
-var rowGroupEncoders = sync.Pool{New: func() any { return &rowGroupEncoder{dict: map[string]int32{}} }}
+var (
+	rowGroupEncoders = sync.Pool{New: func() any { return &rowGroupEncoder{dict: map[string]int32{}} }}
+	rowGroupBuffers  = sync.Pool{New: func() any { return new([]byte) }}
+)
 
 // encodeRowGroup encodes and compresses rows as one row group.
 func encodeRowGroup(rows []Row) (*encodedRowGroup, error) {
 	e := rowGroupEncoders.Get().(*rowGroupEncoder)
 	defer rowGroupEncoders.Put(e)
 	e.rows = rows
-	e.rg = &encodedRowGroup{numRows: int64(len(rows)), data: make([]byte, 0, rowsBytes(rows)/3)}
+	buf := rowGroupBuffers.Get().(*[]byte)
+	e.rg = &encodedRowGroup{numRows: int64(len(rows)), buf: buf, data: slices.Grow((*buf)[:0], rowsBytes(rows)/3)}
 	defer func() { e.rows, e.rg = nil, nil }()
 
 	message := func(list func(*Row) []Message, field func(*Message) string) func(*Row, func(string)) {

@@ -173,11 +173,11 @@ func (d *decoder) int() (int64, error) {
 	return strconv.ParseInt(n, 10, 64)
 }
 
-// str reads a JSON string. Long runs without escapes are sliced, not
-// copied; escaped ones are decoded in one pass after the closing quote is found with
-// IndexByte (vectorized): the generated text has an escaped newline every
-// few dozen bytes, and scanning it byte by byte twice cost as much as
-// encoding the Parquet.
+// str reads a JSON string into memory of its own (the line's buffer is
+// reused once decoded). Escaped ones are decoded in one pass after the
+// closing quote is found with IndexByte (vectorized): the generated text has
+// an escaped newline every few dozen bytes, and scanning it byte by byte
+// twice cost as much as encoding the Parquet.
 func (d *decoder) str() (string, error) {
 	if err := d.expect('"'); err != nil {
 		return "", err
@@ -191,16 +191,8 @@ func (d *decoder) str() (string, error) {
 	if escaped {
 		return unescape(rest[:end])
 	}
-	// A short field sliced from the line would keep the whole line (kilobytes
-	// of text whose long fields were unescaped into copies) alive as long
-	// as the row: copying it halves the memory of the rows in flight.
-	if end < shortString {
-		return strings.Clone(rest[:end]), nil
-	}
-	return rest[:end], nil
+	return strings.Clone(rest[:end]), nil
 }
-
-const shortString = 256
 
 // stringEnd is the index of the quote that ends the JSON string at the start
 // of s (after its opening quote), or -1, and whether the string has escapes.

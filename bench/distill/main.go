@@ -19,7 +19,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -197,11 +199,14 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 		lineNo   int
 	)
 	s := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
-	// The file is read in blocks that are never reused, cut at their last
-	// newline; a worker decodes a block's lines in place, so no line is
-	// copied before decoding (the decoder copies what it keeps).
-	submit := func(block string, first int) {
+	// The file is read in blocks cut at their last newline; a worker decodes
+	// a block's lines in place (the decoder copies what it keeps) and
+	// recycles it, so no line is copied before decoding and no block is
+	// allocated and zeroed anew.
+	blocks := sync.Pool{New: func() any { return new([]byte) }}
+	submit := func(buf *[]byte, first int) {
 		s.Go(func() stream.Callback {
+			block := unsafe.String(unsafe.SliceData(*buf), len(*buf))
 			var rows []distill.Row
 			var derr error
 			for i := 0; len(block) > 0 && derr == nil; i++ {
@@ -217,6 +222,7 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 				}
 				rows = append(rows, r)
 			}
+			blocks.Put(buf)
 			return func() {
 				if firstErr != nil {
 					return
@@ -241,21 +247,25 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 		rerr  error
 	)
 	for ctx.Err() == nil && rerr == nil {
-		buf := make([]byte, len(carry), len(carry)+blockSize)
-		copy(buf, carry)
+		buf := blocks.Get().(*[]byte)
+		b := append((*buf)[:0], carry...)
+		b = slices.Grow(b, blockSize)
 		var k int
-		k, rerr = io.ReadFull(f, buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+k]
-		end := bytes.LastIndexByte(buf, '\n') + 1
+		k, rerr = io.ReadFull(f, b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		end := bytes.LastIndexByte(b, '\n') + 1
 		if rerr != nil { // the end of the file: its last line may lack a newline
-			end = len(buf)
+			end = len(b)
 		}
-		carry = buf[end:]
-		if end > 0 {
-			block := unsafe.String(&buf[0], end)
-			submit(block, lineNo+1)
-			lineNo += strings.Count(block, "\n")
+		// The carried tail is copied out before the block goes to a worker.
+		carry = append(carry[:0], b[end:]...)
+		*buf = b[:end]
+		if end == 0 {
+			blocks.Put(buf)
+			continue
 		}
+		submit(buf, lineNo+1)
+		lineNo += bytes.Count(b[:end], []byte{'\n'})
 	}
 	if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
 		rerr = nil
