@@ -293,12 +293,15 @@ func (e *rowGroupEncoder) writePage(c *format.ColumnChunk, p page) error {
 		}
 		reps, defs = e.repLevels, e.defLevels
 	}
+	levels := len(reps) + len(defs)
+	if err := checkPageSize(levels + len(p.values)); err != nil {
+		return err
+	}
 	compressed, err := zstdCodec.Encode(e.compressed[:0], p.values)
 	if err != nil {
 		return err
 	}
 	e.compressed = compressed
-	levels := len(reps) + len(defs)
 	h := format.PageHeader{
 		Type:                 format.DataPageV2,
 		UncompressedPageSize: int32(levels + len(p.values)),
@@ -477,6 +480,9 @@ func (e *rowGroupEncoder) dictionary(col int, levels bool, each func(*Row, func(
 		e.reps, e.defs = p.reps, p.defs
 	}
 
+	if err := checkPageSize(len(dictValues)); err != nil {
+		return err
+	}
 	compressed, err := zstdCodec.Encode(e.compressed[:0], dictValues)
 	if err != nil {
 		return err
@@ -552,6 +558,16 @@ func (e *rowGroupEncoder) doubles(col int, get func(*Row) float64) error {
 		c.MetaData.Statistics = s.statistics(func(v float64) []byte {
 			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
 		})
+	}
+	return nil
+}
+
+// checkPageSize refuses a page whose size does not fit the header's int32:
+// one row's text that long (row groups are bounded by RowGroupBytes, but a
+// page holds at least one row).
+func checkPageSize(n int) error {
+	if n > math.MaxInt32 {
+		return fmt.Errorf("a page of %d bytes is over Parquet's limit of 2 GiB: a row's text is too long", n)
 	}
 	return nil
 }
