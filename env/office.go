@@ -28,8 +28,8 @@ type OfficeOptions struct {
 // final state. Application replies are long; later plan steps need facts
 // that only earlier replies show. It is safe for concurrent use.
 type Office struct {
-	tasks   map[string][]officeTask
-	byID    map[string]*officeTask
+	tasks   map[string][]OfficeTask
+	byID    map[string]*OfficeTask
 	version string
 	content string // digest of the dataset's lines
 }
@@ -40,46 +40,58 @@ var (
 	_ Planner     = (*officeEpisode)(nil)
 )
 
-// The dataset format, written by datasets/office/gen.
+// The dataset format: one OfficeTask per line of datasets/office's
+// train.jsonl and test.jsonl, written by datasets/office/gen from these
+// types.
 type (
-	officeTask struct {
+	// OfficeTask is a task with its application state, its explicit plan
+	// and the checks of the final state.
+	OfficeTask struct {
 		ID          string        `json:"id"`
 		Split       string        `json:"split"`
 		Kind        string        `json:"kind"`
 		Instruction string        `json:"instruction"`
-		Plan        []officeCall  `json:"plan"`
-		State       officeState   `json:"state"`
-		Checks      []officeCheck `json:"checks"`
+		Plan        []OfficeCall  `json:"plan"`
+		State       OfficeState   `json:"state"`
+		Checks      []OfficeCheck `json:"checks"`
 	}
-	officeCall struct {
+	// OfficeCall is a plan step: a tool and its arguments.
+	OfficeCall struct {
 		Tool string            `json:"tool"`
 		Args map[string]string `json:"args"`
 	}
-	officeState struct {
-		Emails   []officeEmail       `json:"emails"`
-		Contacts []officeContact     `json:"contacts"`
-		Files    []officeFile        `json:"files"`
-		Events   []map[string]string `json:"events"`
+	// OfficeState is the applications' state at the start of a task.
+	OfficeState struct {
+		Emails   []OfficeEmail   `json:"emails"`
+		Contacts []OfficeContact `json:"contacts"`
+		Files    []OfficeFile    `json:"files"`
+		Events   []OfficeEvent   `json:"events"`
 	}
-	officeEmail struct {
+	// OfficeEvent is a calendar entry, field by field (title, date, time,
+	// room, code, ...).
+	OfficeEvent = map[string]string
+	// OfficeEmail is a message of the inbox.
+	OfficeEmail struct {
 		ID      string `json:"id"`
 		From    string `json:"from"`
 		Subject string `json:"subject"`
 		Body    string `json:"body"`
 	}
-	officeContact struct {
+	// OfficeContact is a card of the contact book.
+	OfficeContact struct {
 		Name  string `json:"name"`
 		Title string `json:"title"`
 		Card  string `json:"card"`
 	}
-	officeFile struct {
+	// OfficeFile is a file or spreadsheet.
+	OfficeFile struct {
 		Name    string `json:"name"`
 		Content string `json:"content"`
 	}
-	// officeCheck passes when some record of App (calendar, sent, files)
+	// OfficeCheck passes when some record of App (calendar, sent, files)
 	// has every field equal (case and surrounding blanks aside) and every
 	// Contains text inside the named field.
-	officeCheck struct {
+	OfficeCheck struct {
 		App      string              `json:"app"`
 		Fields   map[string]string   `json:"fields"`
 		Contains map[string][]string `json:"contains,omitempty"`
@@ -87,7 +99,7 @@ type (
 )
 
 // String renders a plan step as the agent sees it: `tool {json args}`.
-func (c officeCall) String() string {
+func (c OfficeCall) String() string {
 	b, _ := json.Marshal(c.Args)
 	return c.Tool + " " + string(b)
 }
@@ -100,11 +112,11 @@ func NewOffice(opts OfficeOptions) (*Office, error) {
 		return nil, fmt.Errorf("office: step_limit must not be negative, got %d", opts.StepLimit)
 	}
 	d := dataset{fsys: datasets.Office(), display: func(name string) string { return "datasets/office/" + name }, limits: DefaultLimits, sum: sha256.New()}
-	o := &Office{tasks: map[string][]officeTask{}, byID: map[string]*officeTask{}}
+	o := &Office{tasks: map[string][]OfficeTask{}, byID: map[string]*OfficeTask{}}
 	seen := map[string]bool{}
 	for _, split := range []string{"train", "test"} {
 		err := d.readLines(split+".jsonl", func(n int, line []byte) error {
-			var t officeTask
+			var t OfficeTask
 			if err := decodeStrict(line, &t); err != nil {
 				return err
 			}
@@ -136,7 +148,7 @@ func NewOffice(opts OfficeOptions) (*Office, error) {
 	return o, nil
 }
 
-func (t officeTask) validate(split string) error {
+func (t OfficeTask) validate(split string) error {
 	switch {
 	case t.ID == "":
 		return errors.New(`field "id": missing or empty`)
@@ -248,7 +260,7 @@ func (o *Office) Reset(_ context.Context, t Task) (Episode, error) {
 
 // officeEpisode is one run of a task; episodes are used by one goroutine.
 type officeEpisode struct {
-	task   *officeTask
+	task   *OfficeTask
 	events []map[string]string
 	sent   []map[string]string
 	files  map[string]string
@@ -293,7 +305,7 @@ func (ep *officeEpisode) Step(_ context.Context, a Action) (StepResult, error) {
 		if msg := need("id"); msg != "" {
 			return StepResult{Observation: msg}, nil
 		}
-		i := slices.IndexFunc(st.Emails, func(e officeEmail) bool { return e.ID == args["id"] })
+		i := slices.IndexFunc(st.Emails, func(e OfficeEmail) bool { return e.ID == args["id"] })
 		if i < 0 {
 			return StepResult{Observation: fmt.Sprintf("error: no message %q; email_list shows the ids", args["id"])}, nil
 		}
@@ -335,7 +347,7 @@ func (ep *officeEpisode) Step(_ context.Context, a Action) (StepResult, error) {
 		}
 		// The whole book, matches first: contact apps list related people.
 		cs := slices.Clone(st.Contacts)
-		slices.SortStableFunc(cs, func(x, y officeContact) int {
+		slices.SortStableFunc(cs, func(x, y OfficeContact) int {
 			return boolInt(!strings.EqualFold(x.Name, args["name"])) - boolInt(!strings.EqualFold(y.Name, args["name"]))
 		})
 		for _, c := range cs {
@@ -376,7 +388,7 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func writeEmail(b *strings.Builder, e officeEmail) {
+func writeEmail(b *strings.Builder, e OfficeEmail) {
 	fmt.Fprintf(b, "Message %s\nFrom: %s\nSubject: %s\n\n%s\n", e.ID, e.From, e.Subject, e.Body)
 }
 
@@ -393,7 +405,7 @@ func (ep *officeEpisode) Finish(context.Context) Score {
 	return Score{Success: passed == len(ep.task.Checks), EM: frac, F1: frac}
 }
 
-func (ep *officeEpisode) passes(c officeCheck) bool {
+func (ep *officeEpisode) passes(c OfficeCheck) bool {
 	var records []map[string]string
 	switch c.App {
 	case "calendar":

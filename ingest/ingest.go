@@ -594,8 +594,11 @@ func ctxoptRecords(ctx context.Context, opts Options, red *redactor, labels map[
 				return
 			}
 			n := rd.Line()
-			rep.Lines++
 			t, err := rollout.DecodeTrajectory(line)
+			if err != nil && rd.SkipTorn(err) {
+				return
+			}
+			rep.Lines++
 			if err != nil {
 				if opts.SkipBad {
 					rep.BadLines++

@@ -1,8 +1,12 @@
 package ingest
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 func TestParseCall(t *testing.T) {
@@ -38,6 +42,53 @@ func TestParseCall(t *testing.T) {
 			}
 			if c.purpose != tt.purpose || !strings.HasPrefix(c.session, tt.session) || c.messages[1].Content != "hello" || c.output.Content != "ok" {
 				t.Errorf("got purpose %q session %q messages %+v output %+v", c.purpose, c.session, c.messages, c.output)
+			}
+		})
+	}
+}
+
+// TestCtxoptTornLastRecord imports a serve session log that a crash cut
+// short (its torn last line is left out) and one damaged in the middle
+// (an error naming the line, nothing written).
+func TestCtxoptTornLastRecord(t *testing.T) {
+	var recs []string
+	for _, id := range []string{"a", "b", "c"} {
+		b, err := rollout.EncodeTrajectory(&rollout.Trajectory{TaskID: id, Success: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, string(b))
+	}
+	tests := []struct {
+		name, log string
+		sessions  int
+		wantErr   string
+	}{
+		{"torn last line", recs[0] + "\n" + recs[1] + "\n" + recs[2][:20], 2, ""},
+		{"damaged line in the middle", recs[0] + "\n" + recs[1][:20] + "\n" + recs[2] + "\n", 0, "log.jsonl:2: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			in, out := filepath.Join(dir, "log.jsonl"), filepath.Join(dir, "out")
+			if err := os.WriteFile(in, []byte(tc.log), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Import(t.Context(), Options{Format: FormatCtxopt, In: in, Out: out})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Errorf("a failed import left %s", out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Sessions != tc.sessions || rep.Lines != tc.sessions {
+				t.Errorf("imported %d sessions from %d lines, want %d of each", rep.Sessions, rep.Lines, tc.sessions)
 			}
 		})
 	}

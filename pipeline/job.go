@@ -246,6 +246,11 @@ type DistillSpec struct {
 	ValidationFraction float64 `yaml:"validation_fraction" json:"validation_fraction"`
 	MaxLength          int     `yaml:"max_length" json:"max_length"`
 	RedactEmails       bool    `yaml:"redact_emails" json:"redact_emails"`
+	// Synth are PAACE-Syn runs (directories written by optimize synth run,
+	// or evolve's DIR/run) whose accepted workflows' compressions join the
+	// export as rows of kind paace, as with optimize distill --synth.
+	// Empty: the export holds the run's own rows only.
+	Synth []string `yaml:"synth" json:"synth,omitempty"`
 }
 
 // ErrInvalidInput marks errors caused by what the user gave (job file,
@@ -532,6 +537,14 @@ func (j *Job) problems() []fieldProblem {
 	notNegative("budget.tokens", float64(j.Budget.Tokens))
 	notNegative("budget.usd", j.Budget.USD)
 	fraction("distill.validation_fraction", j.Distill.ValidationFraction)
+	if len(j.Distill.Synth) > 0 && !j.Distill.Enabled {
+		add("distill.synth", "goes with distill.enabled: true (the export reads it)")
+	}
+	for i, dir := range j.Distill.Synth {
+		if _, err := os.Stat(filepath.Join(dir, synth.ExecutionsFile)); err != nil {
+			add(fmt.Sprintf("distill.synth[%d]", i), "%s holds no %s; give a directory written by optimize synth run (or evolve's DIR/run)", dir, synth.ExecutionsFile)
+		}
+	}
 	count("distill.max_length", j.Distill.MaxLength, 1, maxLength)
 	if err := j.Embedded.Validate(); err != nil {
 		add("embedded", "%v", err)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/rollout"
+	"github.com/ctxopt/ctxopt/synth"
 )
 
 // StageSummary is a rollout summary with the guideline it used.
@@ -456,20 +458,31 @@ type DatasetSummary struct {
 	Dir        string         `json:"dir"`
 	Rows       map[string]int `json:"rows"`
 	Redactions map[string]int `json:"redactions"`
-	Skipped    string         `json:"skipped,omitempty"`
+	// Workflows count the PAACE-Syn executions read (distill.synth).
+	Workflows *distill.WorkflowCounts `json:"workflows,omitempty"`
+	Skipped   string                  `json:"skipped,omitempty"`
 }
 
 // distill exports the teacher's compressions of the selected guideline's
-// successful train runs (ACON's D⁺_train) as training sets.
+// successful train runs (ACON's D⁺_train) and the job's PAACE-Syn runs'
+// accepted pairs as training sets.
 func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummary, error) {
 	out := filepath.Join(p.dir, "datasets")
 	inputs := map[string]any{"guideline": sum.SelectedGuideline, "trajectories": outcomeHash(final), "distill": p.job.Distill, "seed": p.job.Seed}
+	if len(p.job.Distill.Synth) > 0 {
+		// A synth run resumed or redone since changes the export.
+		hashes, err := synthHashes(p.job.Distill.Synth)
+		if err != nil {
+			return nil, err
+		}
+		inputs["synth"] = hashes
+	}
 	return stage(p.dir, p.meter, stageSpec[*DatasetSummary]{name: "distill", inputs: inputs, store: p.store, owned: []string{"datasets"}, run: func(string) (*DatasetSummary, map[string]float64, error) {
 		d := &DatasetSummary{Dir: out}
 		m, err := distill.Build(p.ctx, p.dir, out, distill.Options{
 			Seed: p.job.Seed, ValidationFraction: p.job.Distill.ValidationFraction, MaxLength: p.job.Distill.MaxLength,
 			RedactEmails: p.job.Distill.RedactEmails, Guideline: sum.SelectedGuideline, JobName: p.job.Name,
-			Trajectories: []string{final.Path},
+			Trajectories: []string{final.Path}, Synth: p.job.Distill.Synth,
 		})
 		if errors.Is(err, distill.ErrNoData) {
 			slog.Warn("no dataset exported", "reason", err)
@@ -488,8 +501,32 @@ func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummar
 			d.Rows[split] = st.Rows
 		}
 		d.Redactions = m.Redactions
-		return d, map[string]float64{"rows": float64(m.Rows.Kept)}, nil
+		counts := map[string]float64{"rows": float64(m.Rows.Kept)}
+		if w := m.Workflows; w != nil {
+			d.Workflows = w
+			counts["synth_workflows"], counts["synth_accepted"] = float64(w.Read), float64(w.Accepted)
+		}
+		return d, counts, nil
 	}})
+}
+
+// synthHashes are the SHA-256 of each synth run's executions file.
+func synthHashes(dirs []string) ([]string, error) {
+	out := make([]string, len(dirs))
+	for i, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, synth.ExecutionsFile))
+		if err != nil {
+			return nil, invalid(fmt.Errorf("distill.synth[%d]: %w", i, err))
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("distill.synth[%d]: %w", i, err)
+		}
+		out[i] = dir + " " + hex.EncodeToString(h.Sum(nil))
+	}
+	return out, nil
 }
 
 func (p *runner) writeSummary(sum *RunSummary) error {

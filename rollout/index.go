@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 )
 
 // Outcome is what a rollout keeps of a task once its record is on disk:
@@ -192,10 +193,43 @@ func indexRecords(dir string) ([]Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() != good {
-		return nil, fmt.Errorf("%s: the record at byte %d is not readable; remove the directory to run again", path, good)
+	last, err := tail(f, path, good, len(outs)+1)
+	if err != nil {
+		return nil, err
+	}
+	if last != nil {
+		outs = append(outs, *last)
 	}
 	// A read-only directory is still read; it is indexed again next time.
 	_ = writeIndex(filepath.Join(dir, IndexFile), outs)
 	return outs, nil
+}
+
+// tail reads what follows the records of f that scanOutcomes read (up to
+// good), from line on: nothing; a last record without its newline, whose
+// outcome it returns; a torn last line, left out with a warning (see
+// jsonl); or a damaged line, an error naming it.
+func tail(f *os.File, path string, good int64, line int) (*Outcome, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == good {
+		return nil, err
+	}
+	rest, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, good, fi.Size()-good), MaxRecordBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	bad, _, complete := bytes.Cut(rest, []byte("\n"))
+	o, derr := outcomeOfLine(bad)
+	switch {
+	case len(bad) > MaxRecordBytes || derr == nil && complete:
+		derr = fmt.Errorf("line longer than %d bytes", MaxRecordBytes)
+	case complete:
+	case derr == nil:
+		o.Offset, o.Length = good, int64(len(bad))
+		return &o, nil
+	default:
+		jsonl.WarnTorn(path, line, derr)
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s:%d: %w (a damaged record: delete the line, or remove the directory to run again)", path, line, derr)
 }

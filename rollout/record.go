@@ -448,7 +448,8 @@ func join(parts []recPart, vars map[string]string, text func(int, string) (strin
 
 // Records yields the trajectories of a trajectories.jsonl file in file
 // order, one at a time, so a reader holds one record in memory. A bad line
-// ends the sequence with an error naming the file and line.
+// ends the sequence with an error naming the file and line; a torn last
+// line (see jsonl) ends it with a warning.
 func Records(path string) iter.Seq2[*Trajectory, error] {
 	return func(yield func(*Trajectory, error) bool) {
 		f, err := os.Open(path)
@@ -469,7 +470,9 @@ func Records(path string) iter.Seq2[*Trajectory, error] {
 			}
 			t, err := DecodeTrajectory(line)
 			if err != nil {
-				yield(nil, fmt.Errorf("%s:%d: %w", path, rd.Line(), err))
+				if !rd.SkipTorn(err) {
+					yield(nil, fmt.Errorf("%s:%d: %w", path, rd.Line(), err))
+				}
 				return
 			}
 			if !yield(t, nil) {

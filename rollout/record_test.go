@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -206,6 +209,65 @@ func TestRecordBadInput(t *testing.T) {
 			_, err := DecodeTrajectory([]byte(tc.line))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTornLastRecord reads trajectories files ending in each way a file
+// that is appended to can end, with both readers: the records, and the
+// index that lists them.
+func TestTornLastRecord(t *testing.T) {
+	rec := func(id string) string {
+		b, err := EncodeTrajectory(&Trajectory{TaskID: id, Success: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a, b := rec("a"), rec("b")
+	tests := []struct {
+		name, file string
+		want       []string
+		// torn is the line left out with a warning; wantErr, the error.
+		torn    int
+		wantErr string
+	}{
+		{"complete", a + "\n" + b + "\n", []string{"a", "b"}, 0, ""},
+		{"last record without its newline", a + "\n" + b, []string{"a", "b"}, 0, ""},
+		{"torn last line", a + "\n" + b + "\n" + rec("c")[:20], []string{"a", "b"}, 3, ""},
+		{"damaged line in the middle", a + "\n" + b[:20] + "\n" + rec("c") + "\n", nil, 0, TrajectoriesFile + ":2: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, TrajectoriesFile)
+			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			defer slog.SetDefault(slog.Default())
+			slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+			trs, rerr := ReadTrajectories(path)
+			outs, ierr := ReadIndex(dir)
+			for reader, err := range map[string]error{"records": rerr, "index": ierr} {
+				if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+					t.Errorf("%s: error %v, want %q", reader, err, tc.wantErr)
+				}
+			}
+			var ids, indexed []string
+			for _, tr := range trs {
+				ids = append(ids, tr.TaskID)
+			}
+			for _, o := range outs {
+				indexed = append(indexed, o.TaskID)
+			}
+			if !slices.Equal(ids, tc.want) || !slices.Equal(indexed, tc.want) {
+				t.Errorf("records %v, index %v, want %v", ids, indexed, tc.want)
+			}
+			warning := "line=" + strconv.Itoa(tc.torn)
+			if n := strings.Count(logs.String(), "file="+path+" "+warning); n != 2*min(tc.torn, 1) {
+				t.Errorf("%d warnings naming the file and %s, want one per reader: %q", n, warning, logs.String())
 			}
 		})
 	}

@@ -484,6 +484,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, up *upstream, t
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	// The body is in memory, so the transport can send it again when a
+	// kept-alive upstream connection turns out closed (see newUpstream).
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	up.proxy.ServeHTTP(w, r)
 }
 
@@ -579,6 +582,15 @@ func newUpstream(e Endpoint, timeout time.Duration, m *metrics, lim *limiter, na
 				pr.Out.Body = pr.In.Body
 			}
 			h := pr.Out.Header
+			if pr.Out.Method == http.MethodPost && h["Idempotency-Key"] == nil && h["X-Idempotency-Key"] == nil {
+				// A chat request has no effect upstream but its cost, so
+				// it may be sent again when a reused connection fails
+				// before any answer (an upstream closing an idle
+				// keep-alive connection as the request goes out): the
+				// transport retries only idempotent requests, and an
+				// empty key marks one without sending the header.
+				h["Idempotency-Key"] = []string{}
+			}
 			h.Del("Authorization")
 			h.Del("X-Api-Key")
 			// The transport then asks for gzip itself and decompresses, so

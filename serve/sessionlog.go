@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/distill"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -47,9 +48,20 @@ func openSessionLog(cfg SessionLog, ttl time.Duration) (*sessionLog, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("session_log.dir: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(cfg.Dir, SessionLogFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	path := filepath.Join(cfg.Dir, SessionLogFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("session_log.dir: %w", err)
+	}
+	// A server killed mid-write left a torn last line: cut off, or the
+	// next record would be glued to it and both lost to readers.
+	line, err := jsonl.CutTorn(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("session_log.dir: %w", err)
+	}
+	if line > 0 {
+		slog.Warn("session log: cut off its torn last line (the server stopped mid-write)", "file", path, "line", line)
 	}
 	return &sessionLog{ttl: ttl, redact: distill.NewRedactor(cfg.RedactEmails), now: time.Now, f: f, open: map[string]*openSession{}}, nil
 }

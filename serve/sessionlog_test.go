@@ -1,10 +1,12 @@
 package serve
 
 import (
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/distill"
@@ -115,5 +117,57 @@ func TestSessionLogIndexFollowsAppends(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cfg.SessionLog.Dir, rollout.IndexFile)); err != nil {
 		t.Errorf("no index left for the next reader: %v", err)
+	}
+}
+
+// TestSessionLogCutsTornLine restarts serve on a session log that a crash
+// left with a torn last line: it is cut off with a warning naming the file
+// and line, and the sessions logged next are read back whole.
+func TestSessionLogCutsTornLine(t *testing.T) {
+	logs := &syncBuffer{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	up := newRecUpstream(t, sim.Config{})
+	dir, _, _ := registry(t)
+	cfg := testConfig(t, up.url(), up.url(), dir)
+	cfg.SessionLog.Dir = t.TempDir()
+	logFile := filepath.Join(cfg.SessionLog.Dir, SessionLogFile)
+	old, err := rollout.EncodeTrajectory(&rollout.Trajectory{TaskID: "before-the-crash", Split: SessionSplit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(logFile, append(append(old, '\n'), old[:len(old)/2]...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, url, stop := launch(t, cfg)
+	resp, b := post(t, url+"/v1/chat/completions", toolConversation(5, "after"), nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderCompressed) != "true" {
+		t.Fatalf("status %d compressed %s: %s", resp.StatusCode, resp.Header.Get(HeaderCompressed), b)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "file=" + logFile + " line=2"; !strings.Contains(logs.String(), want) {
+		t.Errorf("no warning naming %s: %s", want, logs.String())
+	}
+	trajs, err := rollout.ReadTrajectories(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := rollout.ReadIndex(cfg.SessionLog.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"before-the-crash", resp.Header.Get(HeaderSession)}
+	var got, indexed []string
+	for i := range trajs {
+		got = append(got, trajs[i].TaskID)
+	}
+	for _, o := range outs {
+		indexed = append(indexed, o.TaskID)
+	}
+	if !slices.Equal(got, want) || !slices.Equal(indexed, want) {
+		t.Errorf("records %v, index %v, want %v", got, indexed, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,7 +162,32 @@ const (
 	BestFile      = "best.tmpl"
 	PromptsDir    = "prompts"
 	RegistryDir   = "registry"
+	// ChildrenFile journals each child the optimizer wrote, so a re-run
+	// replays them instead of asking again.
+	ChildrenFile = "children.jsonl"
 )
+
+// childRecord is a line of children.jsonl: one optimizer call of the
+// search and what came of it. Without it a re-run after a kill would ask
+// the optimizer again for every child; unless each answer came back from
+// the cache, the lineage would fork and the prompts already scored would
+// be lost.
+type childRecord struct {
+	Generation int `json:"generation"`
+	Child      int `json:"child"`
+	// Request is the SHA-256 of the optimizer's request: a record is
+	// replayed only for the same request.
+	Request string   `json:"request"`
+	ID      string   `json:"id"`
+	Step    string   `json:"step"`
+	Parents []string `json:"parents"`
+	// Rejected is why the child did not join the population.
+	Rejected string    `json:"rejected,omitempty"`
+	Usage    RoleUsage `json:"usage"`
+}
+
+// childKey identifies child i of generation g.
+type childKey struct{ g, i int }
 
 // Evolver runs the search.
 type Evolver struct {
@@ -189,7 +216,11 @@ func (e *Evolver) Evolve(ctx context.Context, seedSrc, origin, wfs, dir string) 
 	if err != nil {
 		return EvolveSummary{}, err
 	}
-	ev := &evolution{Evolver: e, dir: dir, sample: sample, scored: map[string]scored{}, sum: EvolveSummary{Settings: st, Usage: map[string]RoleUsage{}}}
+	ev := &evolution{Evolver: e, dir: dir, sample: sample, scored: map[string]scored{}, sum: EvolveSummary{Settings: st, Usage: map[string]RoleUsage{}}, journaled: map[childKey]childRecord{}}
+	if err := ev.openJournal(); err != nil {
+		return ev.sum, err
+	}
+	defer ev.journal.Close()
 	seed, t, err := e.Registry.Put(guideline.Record{Kind: guideline.KindHistory, Step: guideline.StepSeed, Source: origin}, normalizeSource(seedSrc))
 	if err != nil {
 		return ev.sum, err
@@ -267,6 +298,72 @@ type evolution struct {
 	templates map[string]*guideline.Template
 	scored    map[string]scored
 	sum       EvolveSummary
+	// journal is children.jsonl, open for appending; journaled holds the
+	// records a previous run wrote.
+	journal   *os.File
+	journaled map[childKey]childRecord
+}
+
+// openJournal reads the children a previous run journaled and opens the
+// journal for appending (a line cut off by a kill is dropped).
+func (ev *evolution) openJournal() error {
+	f, err := openResumed(filepath.Join(ev.dir, ChildrenFile), func(line []byte) error {
+		var r childRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
+		}
+		if r.Request == "" || r.ID == "" {
+			return errors.New("not a child record")
+		}
+		ev.journaled[childKey{r.Generation, r.Child}] = r
+		return nil
+	})
+	ev.journal = f
+	return err
+}
+
+// replay returns the child a previous run journaled for req, if any.
+func (ev *evolution) replay(k childKey, req string) (Member, *Invalid, bool, error) {
+	r, ok := ev.journaled[k]
+	if !ok {
+		return Member{}, nil, false, nil
+	}
+	if r.Request != req {
+		return Member{}, nil, false, fmt.Errorf("%w: %s: generation %d child %d was written for another optimizer request (other evolution settings, teacher or workflows); use another --out",
+			ErrForeignDir, filepath.Join(ev.dir, ChildrenFile), k.g, k.i)
+	}
+	ev.addOptimizerUsage(r.Usage)
+	if r.Rejected != "" {
+		return Member{}, &Invalid{ID: r.ID, Parents: r.Parents, Reason: r.Rejected}, true, nil
+	}
+	_, src, err := ev.Registry.Get(r.ID)
+	if err != nil {
+		return Member{}, nil, false, fmt.Errorf("replay child %s: %w", r.ID, err)
+	}
+	t, rep := guideline.Validate(guideline.KindHistory, src)
+	if t == nil || t.ID() != r.ID {
+		return Member{}, nil, false, fmt.Errorf("replay child %s: the registry's source no longer validates as it (%s)", r.ID, strings.Join(rep.Problems, "; "))
+	}
+	ev.templates[r.ID] = t
+	return Member{ID: r.ID, Step: r.Step, Parents: r.Parents}, nil, true, nil
+}
+
+// record journals a child, one complete line.
+func (ev *evolution) record(r childRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := ev.journal.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("journal child: %w", err)
+	}
+	return nil
+}
+
+func (ev *evolution) addOptimizerUsage(u RoleUsage) {
+	t := ev.sum.Usage[RoleOptimizer]
+	t.add(u)
+	ev.sum.Usage[RoleOptimizer] = t
 }
 
 // score runs every member not yet scored on the sample.
@@ -384,7 +481,8 @@ func rank(pop []Member) {
 	})
 }
 
-// child asks the optimizer for child i of generation g: a mutation of a
+// child asks the optimizer for child i of generation g, or replays the
+// answer a previous run journaled: a mutation of a
 // parent (even i, or a population of one) or a crossover of a parent and
 // the next by rank. Parents are taken by rank in turn, the best first, so
 // every member is a parent before any is one twice.
@@ -414,24 +512,46 @@ func (ev *evolution) child(ctx context.Context, g, i int, pop []Member) (Member,
 	if err != nil {
 		return Member{}, nil, err
 	}
-	resp, err := ev.Optimizer.Complete(ctx, llm.Request{Purpose: llm.PurposeOptimizer, Messages: []llm.Message{{Role: "user", Content: prompt}}, Sample: g*1000 + i})
+	req := llm.Request{Purpose: llm.PurposeOptimizer, Messages: []llm.Message{{Role: "user", Content: prompt}}, Sample: g*1000 + i}
+	reqJSON, err := json.Marshal(req)
+	if err != nil {
+		return Member{}, nil, err
+	}
+	sum := sha256.Sum256(reqJSON)
+	key, reqHash := childKey{g, i}, hex.EncodeToString(sum[:])
+	if m, inv, ok, err := ev.replay(key, reqHash); ok || err != nil {
+		return m, inv, err
+	}
+	resp, err := ev.Optimizer.Complete(ctx, req)
 	if err != nil {
 		return Member{}, nil, fmt.Errorf("evolve: optimizer: %w", err)
 	}
-	u := ev.sum.Usage[RoleOptimizer]
-	u.add(RoleUsage{Calls: 1, TokensIn: resp.Usage.PromptTokens, TokensOut: resp.Usage.CompletionTokens, CostUSD: costOf(ev.Optimizer, resp.Usage)})
-	ev.sum.Usage[RoleOptimizer] = u
+	jr := childRecord{Generation: g, Child: i, Request: reqHash, Step: step, Parents: parents,
+		Usage: RoleUsage{Calls: 1, TokensIn: resp.Usage.PromptTokens, TokensOut: resp.Usage.CompletionTokens, CostUSD: costOf(ev.Optimizer, resp.Usage)}}
+	ev.addOptimizerUsage(jr.Usage)
 	rec, t, err := ev.Registry.Put(guideline.Record{Kind: guideline.KindHistory, Parent: a.ID, Parents: parentsList(parents), Round: g, Step: step, Source: "optimizer"}, normalizeSource(string(stripFence(resp.Message.Content))))
 	if err != nil {
 		return Member{}, nil, err
 	}
+	jr.ID = rec.ID
+	var inv *Invalid
 	switch {
 	case t == nil:
-		return Member{}, &Invalid{ID: rec.ID, Parents: parents, Reason: strings.Join(rec.Validation.Problems, "; ")}, nil
+		inv = &Invalid{ID: rec.ID, Parents: parents, Reason: strings.Join(rec.Validation.Problems, "; ")}
 	case slices.ContainsFunc(pop, func(m Member) bool { return m.ID == rec.ID }):
-		return Member{}, &Invalid{ID: rec.ID, Parents: parents, Reason: "repeats a prompt of the population"}, nil
+		inv = &Invalid{ID: rec.ID, Parents: parents, Reason: "repeats a prompt of the population"}
+	default:
+		ev.templates[rec.ID] = t
 	}
-	ev.templates[rec.ID] = t
+	if inv != nil {
+		jr.Rejected = inv.Reason
+	}
+	if err := ev.record(jr); err != nil {
+		return Member{}, nil, err
+	}
+	if inv != nil {
+		return Member{}, inv, nil
+	}
 	return Member{ID: rec.ID, Step: step, Parents: parents}, nil, nil
 }
 

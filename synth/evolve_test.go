@@ -2,8 +2,10 @@ package synth
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -87,13 +89,25 @@ func TestEvolve(t *testing.T) {
 	if sum.Usage[RoleOptimizer].Calls == 0 {
 		t.Fatalf("usage %+v", sum.Usage)
 	}
-	// A re-run scores nothing again and comes to the same result.
+	// A re-run scores nothing again, replays the optimizer's children
+	// from the journal and comes to the same result.
+	calls := e.optimizer.Stats().Calls
 	again, err := ev.Evolve(t.Context(), seed, "builtin:history_plan_aware", wfs, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Best.ID != sum.Best.ID {
-		t.Fatalf("re-run: best %s, was %s", again.Best.ID, sum.Best.ID)
+	if again.Best.ID != sum.Best.ID || !reflect.DeepEqual(again, sum) {
+		t.Fatalf("re-run: %+v\nwas %+v", again, sum)
+	}
+	if n := e.optimizer.Stats().Calls - calls; n != 0 {
+		t.Fatalf("the re-run asked the optimizer %d times; the journal holds every child", n)
+	}
+	// Other weights rank the population otherwise, so the journal's
+	// requests are not this search's: the directory is refused.
+	other := *ev
+	other.Settings.Weights = Weights{Success: 1}
+	if _, err := other.Evolve(t.Context(), seed, "builtin:history_plan_aware", wfs, dir); !errors.Is(err, ErrForeignDir) {
+		t.Fatalf("re-run with other weights: %v, want %v", err, ErrForeignDir)
 	}
 	runs, _ := filepath.Glob(filepath.Join(dir, PromptsDir, "*", RunSummaryFile))
 	for _, p := range runs {

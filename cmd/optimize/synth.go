@@ -55,7 +55,8 @@ func synthCommand() *cli.Command {
 				"synth.evolve.elite survive and the optimizer writes the rest from the rejections and their reasons. Every prompt\n" +
 				"goes into --out/registry with its parents and scores; evolution.json holds the lineage and scores by generation.\n" +
 				"The best prompt (best.tmpl) is then the teacher of a run over every workflow into --out/run, the export\n" +
-				"optimize distill --synth reads. A re-run reuses every prompt's finished runs.",
+				"optimize distill --synth reads. A re-run reuses every prompt's finished runs and the children the optimizer\n" +
+				"wrote (children.jsonl).",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "job file (YAML)"},
 				&cli.StringFlag{Name: "workflows", Required: true, Usage: "optimize synth generate's output directory, or a workflows.jsonl"},

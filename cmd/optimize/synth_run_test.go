@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ctxopt/ctxopt/synth"
 )
@@ -131,30 +130,12 @@ func TestSynthRunKilled(t *testing.T) {
 // lines (or after 20 s).
 func killAfterLines(t *testing.T, cmd *exec.Cmd, file string, n int) {
 	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		b, _ := os.ReadFile(file)
-		if bytes.Count(b, []byte("\n")) >= n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killWhen(t, cmd, func() bool { return countLines(file) >= n })
 }
 
 func TestSynthEvolve(t *testing.T) {
 	dir := t.TempDir()
-	cfg := writeJob(t, dir, func(s string) string {
-		s = strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 2", 1)
-		return strings.NewReplacer("population: 8\n", "population: 3\n", "generations: 3\n", "generations: 2\n",
-			"sample: 16 ", "sample: 4 ", "elite: 2 ", "elite: 1 ").Replace(s)
-	})
+	cfg := evolveJob(t, dir, "0s")
 	wf := synthGenerated(t, dir, cfg, "6")
 	out := filepath.Join(dir, "evo")
 	code, stdout, stderr := runCLI(t, "synth", "evolve", "--config", cfg, "--workflows", wf, "--out", out)

@@ -11,12 +11,15 @@ import (
 	"github.com/ctxopt/ctxopt/synth"
 )
 
-// synthJob is the demo job generating one workflow at a time, each answer
-// of the embedded model held for latency.
-func synthJob(t *testing.T, dir, latency string) string {
+// synthJob is the demo job doing one thing at a time, each answer of the
+// embedded model held for latency, with the edits applied.
+func synthJob(t *testing.T, dir, latency string, edits ...func(string) string) string {
 	t.Helper()
 	return writeJob(t, dir, func(s string) string {
 		s = strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 1", 1)
+		for _, edit := range edits {
+			s = edit(s)
+		}
 		return s + "\nembedded:\n  latency: " + latency + "\n"
 	})
 }

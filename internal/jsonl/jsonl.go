@@ -2,6 +2,14 @@
 // size limit, so a reader's memory stays bounded whatever the input: an
 // over-long line is an error naming the file, the line and the limit, found
 // without holding more than the limit in memory.
+//
+// It also holds the format's rule for a torn line. Appends are
+// line-complete (one write per line, newline included), so a last line
+// without its newline is a write cut short (the writer was killed, or is
+// still writing): a reader leaves it out with a warning when it does not
+// decode, and a writer cuts it off before appending (CutTorn), so its
+// next line is not glued to it. A bad line that ends in a newline is
+// damage, an error naming the file and line.
 package jsonl
 
 import (
@@ -10,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 )
 
 // Limits bound what a Reader accepts; a zero field is unlimited.
@@ -59,6 +69,9 @@ type Reader struct {
 	read  int64
 	buf   []byte
 	fatal error
+	// unterminated: the line Next returned last ended the file without
+	// its newline.
+	unterminated bool
 }
 
 // NewReader reads r, named name in errors, under lim.
@@ -97,6 +110,7 @@ func (r *Reader) Next() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF) && len(r.buf) > 0:
+			r.unterminated = true
 			return r.buf, nil
 		case errors.Is(err, io.EOF):
 			r.line--
@@ -124,4 +138,67 @@ func (r *Reader) NonBlank() ([]byte, error) {
 			return t, nil
 		}
 	}
+}
+
+// SkipTorn reports whether the line Next returned last, which did not
+// decode (err), is a torn last line, and then logs that it is left out.
+// The caller stops reading before it; any other bad line is its error.
+func (r *Reader) SkipTorn(err error) bool {
+	if !r.unterminated {
+		return false
+	}
+	WarnTorn(r.name, r.line, err)
+	return true
+}
+
+// WarnTorn logs that line, the torn last line of file, is left out.
+func WarnTorn(file string, line int, err error) {
+	slog.Warn("leaving out the torn last line of a JSONL file (a write cut short)", "file", file, "line", line, "err", err)
+}
+
+// CutTorn cuts off the torn last line of f, open for reading and writing
+// (the bytes after its last newline), and returns that line's number, or
+// 0 when the file ends in a newline.
+func CutTorn(f *os.File) (int, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	if size == 0 {
+		return 0, nil
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, size-1); err != nil {
+		return 0, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	if last[0] == '\n' {
+		return 0, nil
+	}
+	// Torn: count the lines before it for the caller's message.
+	lines, end := 0, int64(0)
+	buf := make([]byte, 64<<10)
+	for off := int64(0); off < size; {
+		n, err := f.ReadAt(buf, off)
+		for p := 0; ; {
+			i := bytes.IndexByte(buf[p:n], '\n')
+			if i < 0 {
+				break
+			}
+			p += i + 1
+			lines++
+			end = off + int64(p)
+		}
+		off += int64(n)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("read %s: %w", f.Name(), err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if err := f.Truncate(end); err != nil {
+		return 0, fmt.Errorf("truncate %s: %w", f.Name(), err)
+	}
+	return lines + 1, nil
 }

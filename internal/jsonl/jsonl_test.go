@@ -1,8 +1,14 @@
 package jsonl
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,6 +57,101 @@ func TestReader(t *testing.T) {
 			}
 			if _, again := r.Next(); again != err {
 				t.Errorf("error not final: %v", again)
+			}
+		})
+	}
+}
+
+// captureLog sends the default logger's output to a buffer until the test
+// ends.
+func captureLog(t *testing.T) *bytes.Buffer {
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return &buf
+}
+
+func TestSkipTorn(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		// bad is the line that does not decode; torn, whether it is left
+		// out rather than an error.
+		bad  int
+		torn bool
+	}{
+		{"torn last line", "{}\n{}\n{\"a\":", 3, true},
+		{"damaged line in the middle", "{}\n{\"a\":\n{}\n", 2, false},
+		{"damaged last line with its newline", "{}\n{\"a\":\n", 2, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			log := captureLog(t)
+			r := NewReader(strings.NewReader(tc.in), "in.jsonl", Limits{})
+			for {
+				line, err := r.Next()
+				if err != nil {
+					t.Fatalf("no bad line found: %v", err)
+				}
+				if err := json.Unmarshal(line, new(map[string]any)); err != nil {
+					if r.Line() != tc.bad {
+						t.Fatalf("line %d does not decode, want %d", r.Line(), tc.bad)
+					}
+					if got := r.SkipTorn(err); got != tc.torn {
+						t.Errorf("SkipTorn = %v, want %v", got, tc.torn)
+					}
+					break
+				}
+			}
+			warned := strings.Contains(log.String(), "file=in.jsonl line="+strconv.Itoa(tc.bad))
+			if warned != tc.torn {
+				t.Errorf("warning naming file and line logged: %v, want %v: %q", warned, tc.torn, log.String())
+			}
+		})
+	}
+}
+
+func TestCutTorn(t *testing.T) {
+	long := strings.Repeat("{}\n", 40<<10) // past CutTorn's read buffer
+	tests := []struct {
+		name, in, want string
+		line           int
+	}{
+		{"empty", "", "", 0},
+		{"complete", "{}\n{}\n", "{}\n{}\n", 0},
+		{"torn", "{}\n{}\n{\"a\":1", "{}\n{}\n", 3},
+		{"only a torn line", "{\"a\"", "", 1},
+		{"torn after a long file", long + "{\"a\"", long, 40<<10 + 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "log.jsonl")
+			if err := os.WriteFile(path, []byte(tc.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			line, err := CutTorn(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line != tc.line {
+				t.Errorf("cut line %d, want %d", line, tc.line)
+			}
+			// The next append starts a line of its own.
+			if _, err := f.WriteString("{}\n"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want+"{}\n" {
+				t.Errorf("file after an append: %q, want %q", got, tc.want+"{}\n")
 			}
 		})
 	}

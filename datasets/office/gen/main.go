@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/internal/datagen"
 	"github.com/ctxopt/ctxopt/internal/splitmix"
 )
@@ -35,51 +36,17 @@ func main() {
 	os.Exit(datagen.Main(cfg.Out, func() (map[string][]byte, error) { return generate(cfg) }))
 }
 
-// The task format, read by env.NewOffice.
+// The task format is env's (env.OfficeTask), so the generator writes what
+// env.NewOffice reads.
 type (
-	task struct {
-		ID          string  `json:"id"`
-		Split       string  `json:"split"`
-		Kind        string  `json:"kind"`
-		Instruction string  `json:"instruction"`
-		Plan        []call  `json:"plan"`
-		State       state   `json:"state"`
-		Checks      []check `json:"checks"`
-	}
-	call struct {
-		Tool string            `json:"tool"`
-		Args map[string]string `json:"args"`
-	}
-	state struct {
-		Emails   []email   `json:"emails"`
-		Contacts []contact `json:"contacts"`
-		Files    []file    `json:"files"`
-		Events   []event   `json:"events"`
-	}
-	email struct {
-		ID      string `json:"id"`
-		From    string `json:"from"`
-		Subject string `json:"subject"`
-		Body    string `json:"body"`
-	}
-	contact struct {
-		Name  string `json:"name"`
-		Title string `json:"title"`
-		Card  string `json:"card"`
-	}
-	file struct {
-		Name    string `json:"name"`
-		Content string `json:"content"`
-	}
-	event map[string]string
-	// check passes when some record of App has every field equal (case
-	// and surrounding blanks aside) and every Contains text inside the
-	// named field.
-	check struct {
-		App      string              `json:"app"`
-		Fields   map[string]string   `json:"fields"`
-		Contains map[string][]string `json:"contains,omitempty"`
-	}
+	task    = env.OfficeTask
+	call    = env.OfficeCall
+	state   = env.OfficeState
+	email   = env.OfficeEmail
+	contact = env.OfficeContact
+	file    = env.OfficeFile
+	event   = env.OfficeEvent
+	check   = env.OfficeCheck
 )
 
 func generate(cfg config) (map[string][]byte, error) {
@@ -284,11 +251,11 @@ func (g *gen) meeting(id, split string) task {
 		Instruction: fmt.Sprintf("%s sent the details of the %s. Schedule it on %s at %s with its room and meeting code, then email %s the meeting code and the phone number of the host, %s.",
 			organiser, proj, date, clock, to, host),
 		Plan: []call{
-			{"email_read", map[string]string{"id": mid}},
-			{"contacts_search", map[string]string{"name": host}},
-			{"calendar_create", map[string]string{"title": proj, "date": date, "time": clock, "room": slot("room", proj), "code": slot("meeting code", proj)}},
-			{"email_send", map[string]string{"to": to, "subject": proj, "body": body}},
-			{"submit", map[string]string{}},
+			{Tool: "email_read", Args: map[string]string{"id": mid}},
+			{Tool: "contacts_search", Args: map[string]string{"name": host}},
+			{Tool: "calendar_create", Args: map[string]string{"title": proj, "date": date, "time": clock, "room": slot("room", proj), "code": slot("meeting code", proj)}},
+			{Tool: "email_send", Args: map[string]string{"to": to, "subject": proj, "body": body}},
+			{Tool: "submit", Args: map[string]string{}},
 		},
 		State: state{Emails: emails, Contacts: g.contacts(map[string]string{host: phone, to: g.phone()}, 4), Events: g.events(date, 3)},
 		Checks: []check{
@@ -328,11 +295,11 @@ func (g *gen) report(id, split string) task {
 		Instruction: fmt.Sprintf("Open the spreadsheet %s and find the quarterly total of %s. %s approved the %s by email. Write %s with the total and the approval number, then email %s the total.",
 			sheet, target, approver, report, out, boss),
 		Plan: []call{
-			{"files_open", map[string]string{"name": sheet}},
-			{"email_read", map[string]string{"id": mid}},
-			{"files_write", map[string]string{"name": out, "content": fmt.Sprintf("%s total %s, approval %s.", target, slot("quarterly total", target), slot("approval number", report))}},
-			{"email_send", map[string]string{"to": boss, "subject": report, "body": fmt.Sprintf("The quarterly total for %s is %s.", target, slot("quarterly total", target))}},
-			{"submit", map[string]string{}},
+			{Tool: "files_open", Args: map[string]string{"name": sheet}},
+			{Tool: "email_read", Args: map[string]string{"id": mid}},
+			{Tool: "files_write", Args: map[string]string{"name": out, "content": fmt.Sprintf("%s total %s, approval %s.", target, slot("quarterly total", target), slot("approval number", report))}},
+			{Tool: "email_send", Args: map[string]string{"to": boss, "subject": report, "body": fmt.Sprintf("The quarterly total for %s is %s.", target, slot("quarterly total", target))}},
+			{Tool: "submit", Args: map[string]string{}},
 		},
 		State: state{Emails: emails, Contacts: g.contacts(map[string]string{boss: g.phone()}, 3),
 			Files: []file{{Name: sheet, Content: content}, {Name: "notes.txt", Content: strings.Join(g.filler(6), " ")}}},
@@ -359,11 +326,11 @@ func (g *gen) trip(id, split string) task {
 		Instruction: fmt.Sprintf("%s booked the %s. Check the calendar for %s, add the trip at %s with the hotel as its room and the flight number as its code, then email %s the flight number and the hotel.",
 			agent, trip, date, clock, to),
 		Plan: []call{
-			{"email_read", map[string]string{"id": mid}},
-			{"calendar_list", map[string]string{"date": date}},
-			{"calendar_create", map[string]string{"title": trip, "date": date, "time": clock, "room": slot("hotel", trip), "code": slot("flight number", trip)}},
-			{"email_send", map[string]string{"to": to, "subject": trip, "body": fmt.Sprintf("Flight %s, staying at %s.", slot("flight number", trip), slot("hotel", trip))}},
-			{"submit", map[string]string{}},
+			{Tool: "email_read", Args: map[string]string{"id": mid}},
+			{Tool: "calendar_list", Args: map[string]string{"date": date}},
+			{Tool: "calendar_create", Args: map[string]string{"title": trip, "date": date, "time": clock, "room": slot("hotel", trip), "code": slot("flight number", trip)}},
+			{Tool: "email_send", Args: map[string]string{"to": to, "subject": trip, "body": fmt.Sprintf("Flight %s, staying at %s.", slot("flight number", trip), slot("hotel", trip))}},
+			{Tool: "submit", Args: map[string]string{}},
 		},
 		State: state{Emails: emails, Contacts: g.contacts(map[string]string{to: g.phone()}, 3), Events: g.events(date, 6)},
 		Checks: []check{
