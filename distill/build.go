@@ -23,6 +23,7 @@ import (
 	"github.com/sourcegraph/conc/stream"
 
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
 )
 
@@ -376,8 +377,14 @@ func (st *curateState) readFile(ctx context.Context, runDir, path string, opts O
 			readErr = fmt.Errorf("read %s: %w", path, err)
 			break
 		}
+		torn := lr.rd.Unterminated()
 		s.Go(func() stream.Callback {
 			p := st.prepare(line)
+			if p.err != nil && torn {
+				// A write cut short (a killed rollout): the record was never
+				// finished, so it is left out, as every reader does.
+				return func() { jsonl.WarnTorn(path, lineNo, p.err) }
+			}
 			return func() { st.admit(path, lineNo, p, opts.SkipBad, &in) }
 		})
 	}

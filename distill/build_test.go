@@ -495,6 +495,44 @@ func TestBuildBadInput(t *testing.T) {
 			t.Errorf("manifest %+v %+v, want one bad line (2) and two rows", m.Trajectories, m.BadLines)
 		}
 	})
+	// A record cut short at the end of the file (a killed rollout) is left
+	// out as every reader does; the same bytes ended by a newline are a
+	// damaged line.
+	for _, tc := range []struct {
+		name, tail string
+		wantErr    bool
+	}{
+		{"torn last line left out", `{"task_id": "x", "success": tru`, false},
+		{"damaged last line", `{"task_id": "x", "success": tru` + "\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := t.TempDir()
+			writeRun(t, run, success("a", event(compress.KindHistory, "h", "s")), success("b", event(compress.KindHistory, "h2", "s2")))
+			path := filepath.Join(run, "stages", "test", "rollout", trajectoryFileName)
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(tc.tail); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			m, err := Build(t.Context(), run, filepath.Join(t.TempDir(), "ds"), Options{})
+			var le *LineError
+			if tc.wantErr {
+				if !errors.As(err, &le) || le.Line != 3 {
+					t.Fatalf("err = %v, want a LineError for line 3", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Trajectories.Read != 2 || m.Trajectories.BadLines != 0 || m.Rows.Kept != 2 {
+				t.Errorf("manifest %+v, want the two whole records and no bad line", m.Trajectories)
+			}
+		})
+	}
 }
 
 func TestBuildKeepsForeignDirectory(t *testing.T) {

@@ -74,6 +74,9 @@ func (st *curateState) readSynth(ctx context.Context, runDir, path string, opts 
 		}
 		var ex synth.Execution
 		if err := json.Unmarshal(line, &ex); err != nil {
+			if lr.rd.SkipTorn(err) {
+				break
+			}
 			if !opts.SkipBad {
 				return &LineError{File: path, Line: lineNo, Err: fmt.Errorf("not a synth execution: %w (rerun with --skip-bad to skip such lines)", err)}
 			}

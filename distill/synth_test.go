@@ -91,3 +91,24 @@ func TestDuckDBReadsSynthRows(t *testing.T) {
 		t.Fatalf("DuckDB read %s (%v); want 7 rows", out, err)
 	}
 }
+
+// TestBuildSynthTornTail: an executions file whose last line was cut short
+// (a killed synth run) is read without that line.
+func TestBuildSynthTornTail(t *testing.T) {
+	data, err := os.ReadFile("testdata/synth/executions.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	synthDir := t.TempDir()
+	torn := append(data, `{"workflow": {"id": "wf-cut`...)
+	if err := os.WriteFile(filepath.Join(synthDir, "executions.jsonl"), torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Build(t.Context(), "", filepath.Join(t.TempDir(), "ds"), Options{Synth: []string{synthDir}, ValidationFraction: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := m.Workflows; w == nil || w.Read != 4 || m.Trajectories.BadLines != 0 {
+		t.Fatalf("workflows %+v, bad lines %d; want the 4 whole lines and no bad one", m.Workflows, m.Trajectories.BadLines)
+	}
+}

@@ -140,6 +140,11 @@ func (r *Reader) NonBlank() ([]byte, error) {
 	}
 }
 
+// Unterminated reports whether the line Next returned last ended the file
+// without its newline: when it does not decode, it is a torn last line.
+// Readers that decode later than they read note it with the line.
+func (r *Reader) Unterminated() bool { return r.unterminated }
+
 // SkipTorn reports whether the line Next returned last, which did not
 // decode (err), is a torn last line, and then logs that it is left out.
 // The caller stops reading before it; any other bad line is its error.
