@@ -203,6 +203,8 @@ func (rt *Runtime) candidate(ctx context.Context, sp eval.Spec, reg *guideline.R
 	}
 	agent := rt.NewAgent(strategy)
 	agent.Model = agentModel
+	// The candidate's compressor endpoint is part of its fingerprint.
+	agent.Models = rt.rolloutModels(rt.compressorRole(sp.CompressorURL, sp.CompressorModel))
 	return eval.Candidate{Spec: sp, Agent: agent}, nil
 }
 

@@ -162,19 +162,40 @@ func (rt *Runtime) EmbeddedVersion() string {
 // ModelInputs identify the models the job's roles reach beyond their
 // names: each role's answer settings and, when the embedded model answers
 // any role, its version and the settings that change its answers. Stage
-// inputs and rollout fingerprints (Agent.Models) both use them, so work a
-// model did is not reused once the model, its code or its sampling changed.
+// inputs use them, and rollout fingerprints (Agent.Models) the part a
+// rollout calls, so work a model did is not reused once the model, its
+// code or its sampling changed.
 func (rt *Runtime) ModelInputs() any {
-	var roles Roles
-	src := rt.Job.Roles
-	_ = roles.each(func(name string, c *llm.RoleConfig) error {
-		*c = src.get(name).AnswerSettings()
+	return rt.modelInputs(rt.Job.Roles, func(string) bool { return true })
+}
+
+// rolloutRoles are the roles a rollout calls: the agent, and the
+// compressor and embedder its strategy may call. A rollout does not
+// depend on the others (a new optimizer re-runs no baseline).
+var rolloutRoles = map[string]bool{"agent": true, "compressor": true, "embedder": true}
+
+// rolloutModels is Agent.Models of an agent whose compressor is
+// configured as compressor (the job's, or an evaluation candidate's).
+func (rt *Runtime) rolloutModels(compressor llm.RoleConfig) string {
+	roles := rt.Job.Roles
+	roles.Compressor = compressor
+	b, _ := json.Marshal(rt.modelInputs(roles, func(name string) bool { return rolloutRoles[name] }))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func (rt *Runtime) modelInputs(src Roles, used func(name string) bool) any {
+	roles := map[string]llm.RoleConfig{}
+	_ = src.each(func(name string, c *llm.RoleConfig) error {
+		if used(name) {
+			roles[name] = c.AnswerSettings()
+		}
 		return nil
 	})
 	in := struct {
-		Roles    Roles       `json:"roles"`
-		Version  string      `json:"embedded_version,omitempty"`
-		Embedded *sim.Config `json:"embedded,omitempty"`
+		Roles    map[string]llm.RoleConfig `json:"roles"`
+		Version  string                    `json:"embedded_version,omitempty"`
+		Embedded *sim.Config               `json:"embedded,omitempty"`
 	}{Roles: roles}
 	if v := rt.EmbeddedVersion(); v != "" {
 		a := rt.Job.Embedded.AnswerSettings()
@@ -183,17 +204,24 @@ func (rt *Runtime) ModelInputs() any {
 	return in
 }
 
-// modelsDigest is ModelInputs as a short digest, for Agent.Models.
-func (rt *Runtime) modelsDigest() string {
-	b, _ := json.Marshal(rt.ModelInputs())
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
-
 // CompressorAt returns a compressor client configured like the job's but
 // pointed at baseURL ("embedded" for the embedded model) and model; empty
 // values keep the job's. It shares the response cache.
 func (rt *Runtime) CompressorAt(ctx context.Context, baseURL, model string) (*llm.Client, error) {
+	c := rt.compressorRole(baseURL, model)
+	if err := rt.resolveEmbedded(ctx, &c); err != nil {
+		return nil, err
+	}
+	cl, err := llm.NewClient("compressor", c, rt.cache)
+	if err != nil {
+		return nil, invalid(fmt.Errorf("compressor %s: %w", baseURL, err))
+	}
+	return cl, nil
+}
+
+// compressorRole is the job's compressor role pointed at baseURL and
+// model (CompressorAt), before the embedded model's address is filled in.
+func (rt *Runtime) compressorRole(baseURL, model string) llm.RoleConfig {
 	c := rt.Job.Roles.Compressor
 	if baseURL != "" {
 		c.BaseURL = baseURL
@@ -204,14 +232,7 @@ func (rt *Runtime) CompressorAt(ctx context.Context, baseURL, model string) (*ll
 	if model != "" {
 		c.Model = model
 	}
-	if err := rt.resolveEmbedded(ctx, &c); err != nil {
-		return nil, err
-	}
-	cl, err := llm.NewClient("compressor", c, rt.cache)
-	if err != nil {
-		return nil, invalid(fmt.Errorf("compressor %s: %w", baseURL, err))
-	}
-	return cl, nil
+	return c
 }
 
 // CachePath resolves the response cache location: the job's path, else
@@ -266,7 +287,7 @@ func (rt *Runtime) NewAgent(s *compress.Strategy) *rollout.Agent {
 	return &rollout.Agent{
 		Env: rt.Env, Model: rt.Agent, Tokenizer: rt.Tokenizer,
 		StepLimit: rt.Job.Env.StepLimit, Strategy: s, Window: rt.Job.Rollout.ContextWindow,
-		Models: rt.modelsDigest(),
+		Models: rt.rolloutModels(rt.Job.Roles.Compressor),
 	}
 }
 

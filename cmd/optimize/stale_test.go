@@ -146,3 +146,26 @@ func TestEvalReplace(t *testing.T) {
 		t.Fatalf("the unchanged candidate was not reused: %v", err)
 	}
 }
+
+// TestEvalCandidateCompressorEndpoint: a candidate's compressor endpoint is
+// part of its rollouts' fingerprint: pointing the same model name at
+// another server refuses the rollouts made with the first, before any
+// call, instead of reporting them as the new endpoint's.
+func TestEvalCandidateCompressorEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallJob(t, dir, nil)
+	out := filepath.Join(dir, "eval")
+	eval := func(compressor string) (int, string) {
+		code, _, stderr := runCLI(t, "eval", "--config", cfg, "--split", "train", "--candidate", "none=none",
+			"--candidate", "p=prompting,compressor="+compressor+",compressor_model=ctxopt-sim", "--out", out)
+		return code, stderr
+	}
+	if code, stderr := eval("embedded"); code != 0 {
+		t.Fatalf("first eval: exit %d\n%s", code, stderr)
+	}
+	// Nothing listens there: only a refusal or a stale reuse can exit fast.
+	code, stderr := eval("http://127.0.0.1:1/v1")
+	if p := filepath.Join(out, "rollouts", "p", "sample-0"); code != exitUsage || !strings.Contains(stderr, p) {
+		t.Fatalf("exit %d, want %d naming %s:\n%s", code, exitUsage, p, stderr)
+	}
+}
