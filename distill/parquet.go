@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math"
 	"slices"
@@ -329,9 +330,18 @@ func (e *rowGroupEncoder) writePage(c *format.ColumnChunk, p page) error {
 	return nil
 }
 
-// appendPage appends a page header and its bodies to the row group's data
-// and counts them in the chunk's sizes (the header in both).
+// appendPage appends a page header, with the bodies' checksum, and the
+// bodies to the row group's data and counts them in the chunk's sizes (the
+// header in both).
 func (e *rowGroupEncoder) appendPage(c *format.ColumnChunk, h *format.PageHeader, bodies ...[]byte) error {
+	// The CRC-32 of the page's bodies as stored: zstd frames carry no
+	// checksum and levels and indices none at all, so without it a flipped
+	// bit can read back as a different, plausible row.
+	var crc uint32
+	for _, b := range bodies {
+		crc = crc32.Update(crc, crc32.IEEETable, b)
+	}
+	h.CRC = int32(crc)
 	header, err := thrift.Marshal(new(thrift.CompactProtocol), h)
 	if err != nil {
 		return fmt.Errorf("encode page header: %w", err)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -227,6 +229,97 @@ func TestDuckDBReadsEncoderValues(t *testing.T) {
 		}
 		if want := normalized(rows[i : i+1])[0]; !reflect.DeepEqual(normalized([]Row{got})[0], want) {
 			t.Fatalf("DuckDB read row %d as\n%.300s\nwant\n%+.300v", i, line, want)
+		}
+	}
+}
+
+// filePages walks every page of an encoded file by its headers, and checks
+// that the footer's offsets, sizes and counts agree with the pages.
+func filePages(t *testing.T, data []byte) []parquetPage {
+	t.Helper()
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := pf.Metadata()
+	var pages []parquetPage
+	if err := parquetPages(bytes.NewReader(data), md, func(p parquetPage) error {
+		p.body = bytes.Clone(p.body)
+		pages = append(pages, p)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for g, rg := range md.RowGroups {
+		var compressed, uncompressed int64
+		for col, c := range rg.Columns {
+			cmd := c.MetaData
+			var values, rows, chunkCompressed, chunkUncompressed int64
+			dataPages := 0
+			for _, p := range pages {
+				if p.rowGroup != g || p.column != col {
+					continue
+				}
+				switch p.header.Type {
+				case format.DictionaryPage:
+					if p.offset != cmd.DictionaryPageOffset || dataPages > 0 || col == 0 && p.offset != rg.FileOffset {
+						t.Errorf("row group %d column %d: dictionary page at %d, footer says %d (row group at %d)", g, col, p.offset, cmd.DictionaryPageOffset, rg.FileOffset)
+					}
+				case format.DataPageV2:
+					if dataPages == 0 && (p.offset != cmd.DataPageOffset || cmd.DictionaryPageOffset == 0 && col == 0 && p.offset != rg.FileOffset) {
+						t.Errorf("row group %d column %d: first data page at %d, footer says %d (row group at %d)", g, col, p.offset, cmd.DataPageOffset, rg.FileOffset)
+					}
+					dataPages++
+					v := p.header.DataPageHeaderV2.V
+					values += int64(v.NumValues)
+					rows += int64(v.NumRows)
+				default:
+					t.Errorf("row group %d column %d: page of type %s", g, col, p.header.Type)
+				}
+				chunkCompressed += p.headerLen + int64(p.header.CompressedPageSize)
+				chunkUncompressed += p.headerLen + int64(p.header.UncompressedPageSize)
+			}
+			if values != cmd.NumValues || rows != rg.NumRows || chunkCompressed != cmd.TotalCompressedSize || chunkUncompressed != cmd.TotalUncompressedSize {
+				t.Errorf("row group %d column %d: pages hold %d values of %d rows in %d/%d bytes; footer says %d values of %d rows in %d/%d bytes",
+					g, col, values, rows, chunkCompressed, chunkUncompressed, cmd.NumValues, rg.NumRows, cmd.TotalCompressedSize, cmd.TotalUncompressedSize)
+			}
+			compressed += cmd.TotalCompressedSize
+			uncompressed += cmd.TotalUncompressedSize
+		}
+		if compressed != rg.TotalCompressedSize || uncompressed != rg.TotalByteSize || int(rg.Ordinal) != g {
+			t.Errorf("row group %d: sizes %d/%d (ordinal %d), its chunks' %d/%d", g, rg.TotalCompressedSize, rg.TotalByteSize, rg.Ordinal, compressed, uncompressed)
+		}
+	}
+	return pages
+}
+
+// TestParquetEncoderChecksums checks that every page carries the CRC-32 of
+// its body, so that a flipped bit in a page is an error naming the file
+// instead of a different row that still reads (zstd frames carry no
+// checksum, and levels and dictionary indices none at all).
+func TestParquetEncoderChecksums(t *testing.T) {
+	data := writeEncoded(t, encoderRows(60), 13)
+	pages := filePages(t, data)
+	for i, p := range pages {
+		if got, want := uint32(p.header.CRC), crc32.ChecksumIEEE(p.body); got != want {
+			t.Errorf("page %d (column %d at %d): crc %#08x, body's %#08x", i, p.column, p.offset, got, want)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "flipped.parquet")
+	for i, p := range pages {
+		// One bit in the middle of the body: of the levels, the values or
+		// a dictionary.
+		flipped := bytes.Clone(data)
+		flipped[p.offset+p.headerLen+int64(len(p.body)/2)] ^= 0x10
+		if err := os.WriteFile(path, flipped, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		vs, err := ValidateFile(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(vs, func(v Violation) bool { return v.File == path && strings.Contains(v.Message, "checksum mismatch") }) {
+			t.Errorf("page %d (column %s, %s): a flipped bit gave %v; want a checksum error naming the file", i, strings.Join(columnPaths()[p.column], "."), p.header.Type, vs)
 		}
 	}
 }
