@@ -565,6 +565,15 @@ func (e *rowGroupEncoder) doubles(col int, get func(*Row) float64) error {
 		return err
 	}
 	if !nan { // NaN has no place in the order: no bounds rather than wrong ones
+		// The format's rule for zeros: a zero minimum is written -0.0 and a
+		// zero maximum +0.0, whichever zeros the column holds, so that a
+		// reader ordering -0.0 before +0.0 skips no row group holding either.
+		if s.min == 0 {
+			s.min = math.Copysign(0, -1)
+		}
+		if s.max == 0 {
+			s.max = 0
+		}
 		c.MetaData.Statistics = s.statistics(func(v float64) []byte {
 			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
 		})

@@ -2,6 +2,7 @@ package distill
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -321,5 +322,47 @@ func TestParquetEncoderChecksums(t *testing.T) {
 		if !slices.ContainsFunc(vs, func(v Violation) bool { return v.File == path && strings.Contains(v.Message, "checksum mismatch") }) {
 			t.Errorf("page %d (column %s, %s): a flipped bit gave %v; want a checksum error naming the file", i, strings.Join(columnPaths()[p.column], "."), p.header.Type, vs)
 		}
+	}
+}
+
+// TestParquetEncoderZeroBounds checks the format's rule for zeros in
+// floating-point statistics: a zero minimum is written -0.0 and a zero
+// maximum +0.0, whatever the sign of the zeros in the column, so that a
+// reader comparing by total order (Java's Double.compare) keeps the row
+// group for either zero.
+func TestParquetEncoderZeroBounds(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	for _, tc := range []struct {
+		name     string
+		ratios   []float64
+		min, max float64
+	}{
+		{"negative zeros", []float64{negZero, negZero}, negZero, 0},
+		{"positive zeros", []float64{0, 0}, negZero, 0},
+		{"up to negative zero", []float64{-1, negZero}, -1, 0},
+		{"from positive zero", []float64{0, 2}, negZero, 2},
+		{"no zero", []float64{-2, 3}, -2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := encoderRows(len(tc.ratios))
+			for i := range rows {
+				rows[i].CompressionRatio = tc.ratios[i]
+			}
+			data := writeEncoded(t, rows, len(rows))
+			pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := pf.Metadata().RowGroups[0].Columns[colCompressionRatio].MetaData.Statistics
+			if len(s.MinValue) != 8 || len(s.MaxValue) != 8 {
+				t.Fatalf("statistics %+v", s)
+			}
+			gotMin := math.Float64frombits(binary.LittleEndian.Uint64(s.MinValue))
+			gotMax := math.Float64frombits(binary.LittleEndian.Uint64(s.MaxValue))
+			if math.Float64bits(gotMin) != math.Float64bits(tc.min) || math.Float64bits(gotMax) != math.Float64bits(tc.max) {
+				t.Errorf("bounds %v..%v (sign bits %t, %t), want %v..%v (%t, %t)", gotMin, gotMax,
+					math.Signbit(gotMin), math.Signbit(gotMax), tc.min, tc.max, math.Signbit(tc.min), math.Signbit(tc.max))
+			}
+		})
 	}
 }
