@@ -445,13 +445,19 @@ func validateParquet(ctx context.Context, path string, vs *violations) error {
 	return checkParquetRows(ctx, pf, vs)
 }
 
-// checkParquetRows reads every row and checks its values.
+// checkParquetRows reads every row and checks its values. A damaged file
+// can make parquet-go's reader panic; that is reported as an unreadable row.
 func checkParquetRows(ctx context.Context, pf *parquet.File, vs *violations) error {
+	row := 0
+	defer func() {
+		if p := recover(); p != nil {
+			vs.add(row+1, "", "unreadable row: the Parquet reader failed: %v", p)
+		}
+	}()
 	r := parquet.NewGenericReader[Row](pf)
 	defer r.Close()
 	ids := map[string]int{}
 	buf := make([]Row, 256)
-	row := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

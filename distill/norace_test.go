@@ -1,0 +1,5 @@
+//go:build !race
+
+package distill
+
+const raceDetector = false
