@@ -12,7 +12,8 @@
 #    writer's concurrency for ours, DuckDB's threads). They run in pairs,
 #    REPEAT times, alternating which goes first; the figures are medians:
 #    rows/s, peak RSS (GNU time), and the ratio ours/DuckDB as the median of
-#    the pairs' ratios (each pair ran under about the same load). Goal:
+#    the pairs' ratios (each pair ran under about the same load), and each
+#    process's CPU seconds, which load disturbs less than the rate. Goal:
 #    ratio >= 1.0, peak RSS < 512 MB.
 # 2. The full export (JSONL + messages JSONL + Parquet), ours alone, at the
 #    same settings: what `optimize distill` does. It does more work than
@@ -61,18 +62,20 @@ if [[ ! -d "$root/.cache/node/node_modules/@duckdb/node-api" ]] || ! command -v 
 fi
 
 # run NAME CMD... runs a command after writing back the page cache and
-# records its rows/s (from its "N rows/s" line) and peak RSS in MB.
+# records its rows/s (from its "N rows/s" line), peak RSS in MB and CPU
+# seconds (user + system, the whole process).
 run() {
 	local name=$1
 	shift
 	sync
-	local out rate rss
-	out=$(/usr/bin/time -f "peak_rss_kb %M" "$@" 2>&1)
+	local out rate rss cpu
+	out=$(/usr/bin/time -f "peak_rss_kb %M cpu_s %U %S" "$@" 2>&1)
 	rss=$(( $(awk '/^peak_rss_kb/ {print $2}' <<<"$out") / 1024 ))
+	cpu=$(awk '/^peak_rss_kb/ {printf "%.2f", $4 + $5}' <<<"$out")
 	out=$(grep -v '^peak_rss_kb' <<<"$out")
 	rate=$(grep -o '[0-9]* rows/s' <<<"$out" | head -1 | cut -d' ' -f1)
-	echo "  $out (peak RSS $rss MB)"
-	echo "$rate $rss" >>"$work/$name.runs"
+	echo "  $out (peak RSS $rss MB, CPU $cpu s)"
+	echo "$rate $rss $cpu" >>"$work/$name.runs"
 }
 
 rg=$ROWS_RG
@@ -101,7 +104,7 @@ for i in $(seq "$REPEAT"); do
 		# The ratio of this pair's rates: both ran seconds apart, under
 		# about the same load.
 		paste -d' ' <(tail -1 "$work/ours.runs") <(tail -1 "$work/duckdb.runs") |
-			awk '{printf "%.3f\n", $1 / $3}' >>"$work/pairs.runs"
+			awk '{printf "%.3f\n", $1 / $4}' >>"$work/pairs.runs"
 		echo "  pair ratio ours/duckdb: $(tail -1 "$work/pairs.runs")"
 	fi
 done
@@ -116,9 +119,9 @@ done
 median() { cut -d' ' -f"$2" "$work/$1.runs" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 echo
 echo "Parquet only, matched settings (zstd $LEVEL, $rg rows/row group, $THREADS threads), medians of $REPEAT paired runs:"
-echo "  ours:   $(median ours 1) rows/s, peak RSS $(median ours 2) MB; $ours_pq MB of Parquet"
+echo "  ours:   $(median ours 1) rows/s, peak RSS $(median ours 2) MB, CPU $(median ours 3) s; $ours_pq MB of Parquet"
 if [[ -n "$duckdb" ]]; then
-	echo "  duckdb: $(median duckdb 1) rows/s, peak RSS $(median duckdb 2) MB; $(( $(stat -c %s "$work/duckdb.parquet") / 1048576 )) MB of Parquet"
+	echo "  duckdb: $(median duckdb 1) rows/s, peak RSS $(median duckdb 2) MB, CPU $(median duckdb 3) s (with node's start, ~0.15 s); $(( $(stat -c %s "$work/duckdb.parquet") / 1048576 )) MB of Parquet"
 	ratio=$(awk -v a="$(median pairs 1)" 'BEGIN {printf "%.2f", a}')
 	verdict="at least DuckDB's speed"
 	awk -v r="$ratio" 'BEGIN {exit !(r < 1)}' && verdict="SLOWER than DuckDB"
