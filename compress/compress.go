@@ -258,6 +258,9 @@ type Strategy struct {
 	// CompressorModel names the compressor model when the strategy calls
 	// one.
 	CompressorModel string
+	// CallsCompressor and CallsEmbedder say which models besides the
+	// agent's the strategy calls, so reports name the roles a run used.
+	CallsCompressor, CallsEmbedder bool
 }
 
 // modeled is implemented by completers that know their model name.

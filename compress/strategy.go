@@ -78,6 +78,7 @@ func New(name Name, p Params, d Deps) (*Strategy, error) {
 		if err := needs("a compressor model", d.Compressor != nil); err != nil {
 			return err
 		}
+		s.CallsCompressor = true
 		if m, ok := d.Compressor.(modeled); ok {
 			s.CompressorModel = m.Model()
 		}
@@ -131,6 +132,7 @@ func New(name Name, p Params, d Deps) (*Strategy, error) {
 				return nil, fmt.Errorf("strategy retrieval: compression.retrieval.embeddings needs an embedder (roles.embedder)")
 			}
 			r.emb = d.Embedder
+			s.CallsEmbedder = true
 		}
 		s.History = r
 		s.Params = fingerprint(p.Retrieval)
@@ -140,6 +142,7 @@ func New(name Name, p Params, d Deps) (*Strategy, error) {
 			return nil, err
 		}
 		s.History = c
+		s.CallsCompressor, s.CallsEmbedder = true, true
 		if *p.PACE.Glimpse {
 			s.Tools = c
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/report"
 )
 
 // EvalOptions configures `optimize eval`.
@@ -114,12 +115,14 @@ func Evaluate(ctx context.Context, job *Job, opt EvalOptions, outDir string) (*e
 	agentModel := meter.Wrap(rt.Agent)
 	cands := make([]eval.Candidate, 0, len(opt.Specs))
 	compressed := make([]bool, 0, len(opt.Specs))
+	var uses []report.Use
 	for _, sp := range opt.Specs {
 		c, err := rt.candidate(ctx, sp, reg, agentModel, meter)
 		if err != nil {
 			return nil, err
 		}
 		cands = append(cands, c)
+		uses = append(uses, rt.agentUses(c.Agent.Strategy, sp.CompressorURL)...)
 		compressed = append(compressed, c.Agent.Strategy != nil && c.Agent.Strategy.CompressorModel != "")
 	}
 	if opt.Reference != "" && !containsSpec(opt.Specs, opt.Reference) {
@@ -130,11 +133,12 @@ func Evaluate(ctx context.Context, job *Job, opt EvalOptions, outDir string) (*e
 	if err := proj.Check(job.Budget); err != nil {
 		fmt.Fprintln(os.Stderr, "warning:", err, "(the evaluation stops cleanly when the budget is reached)")
 	}
-	return eval.Run(ctx, cands, tasks, outDir, eval.Options{
+	eo := eval.Options{
 		Split: opt.Split, Samples: opt.Samples, Seed: job.Seed, Reference: opt.Reference,
-		Concurrency: job.Rollout.Concurrency, TaskSet: rt.taskSet(opt.Split, tasks), EmbeddedModel: rt.EmbeddedModel, EmbeddedRoles: rt.EmbeddedRoles,
-		Replace: opt.Replace,
-	})
+		Concurrency: job.Rollout.Concurrency, TaskSet: rt.taskSet(opt.Split, tasks), Replace: opt.Replace,
+	}
+	eo.EmbeddedModel, eo.EmbeddedRoles = report.Embedded(uses)
+	return eval.Run(ctx, cands, tasks, outDir, eo)
 }
 
 func containsSpec(specs []eval.Spec, name string) bool {

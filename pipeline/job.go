@@ -415,10 +415,12 @@ func (j *Job) has(field string) bool { return j.keys.Has(field) }
 // defaults would otherwise hide.
 func (j *Job) explicitZero(field string) bool { return j.keys.Zero(field) }
 
-// UsedRoles are the roles a job calls: the agent acts, the compressor
-// compresses, the optimizer writes guideline candidates. The judge and the
-// embedder are configured but no stage calls them yet.
-var UsedRoles = []string{"agent", "compressor", "optimizer"}
+// requiredRoles are the roles a job file with a roles section must name:
+// those optimize run calls whatever its settings (the agent acts, the
+// compressor compresses, the optimizer writes guideline candidates). It
+// only checks job files; reports name the roles a piece of work really
+// called (roles.go).
+var requiredRoles = []string{synth.RoleAgent, synth.RoleCompressor, synth.RoleOptimizer}
 
 // Limits on counts: beyond them a job is a typo, not a plan.
 const (
@@ -608,7 +610,7 @@ func (j *Job) roleProblems() []fieldProblem {
 		out = append(out, fieldProblem{j.line(field), field, fmt.Sprintf(format, args...)})
 	}
 	used := map[string]bool{}
-	for _, r := range UsedRoles {
+	for _, r := range requiredRoles {
 		used[r] = true
 	}
 	_ = j.Roles.each(func(name string, c *llm.RoleConfig) error {

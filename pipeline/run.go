@@ -27,6 +27,7 @@ import (
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/rollout"
 	"github.com/ctxopt/ctxopt/synth"
 )
@@ -152,7 +153,7 @@ func Run(ctx context.Context, job *Job, outDir string, opts RunOptions) (*RunSum
 	}
 	p.boundStore()
 	if sum != nil {
-		sum.Spent, sum.SpentThisRun = p.meter.Snapshot(), p.meter.ThisRun()
+		p.account(sum)
 	}
 	return sum, err
 }
@@ -286,6 +287,9 @@ type runner struct {
 	// and validated once: when proposed, not again when scored, chosen or
 	// used as the next parent. Steps run one at a time, so no lock.
 	tmpls map[string]*guideline.Template
+	// uses are the roles of the work built so far (steps run one at a
+	// time, so no lock).
+	uses []report.Use
 }
 
 // keep remembers t, compiled from src.
@@ -296,7 +300,11 @@ func (p *runner) keep(src string, t *guideline.Template) {
 
 func (p *runner) run() (*RunSummary, error) {
 	job := p.job
-	sum := &RunSummary{Job: job.Name, EmbeddedModel: p.rt.EmbeddedModel, EmbeddedRoles: p.rt.EmbeddedRoles, Kind: string(p.kind)}
+	sum := &RunSummary{Job: job.Name, Kind: string(p.kind)}
+	p.uses = nil // a retry builds its agents again
+	if job.Optimize.Rounds > 0 {
+		p.uses = append(p.uses, p.rt.use(synth.RoleOptimizer))
+	}
 	sum.Projected = Project(job, len(p.train))
 	sum.Projected.Log()
 	if err := sum.Projected.Check(job.Budget); err != nil {
@@ -424,14 +432,17 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 		cands = append(cands, eval.Candidate{Spec: eval.Spec{Name: c.name, Text: c.spec, Strategy: c.s}, Agent: agent})
 	}
 	fps := make([]rollout.Fingerprint, len(cands))
+	var uses []report.Use
 	for i, c := range cands {
 		fps[i] = c.Agent.Fingerprint()
+		uses = append(uses, p.rt.agentUses(c.Agent.Strategy, "")...)
 	}
 	dir := evalDir(p.dir)
 	opt := eval.Options{
 		Split: "test", Samples: 1, Seed: p.job.Seed, Reference: evalPrompting, Concurrency: p.job.Rollout.Concurrency,
-		TaskSet: p.rt.taskSet("test", test), EmbeddedModel: p.rt.EmbeddedModel, EmbeddedRoles: p.rt.EmbeddedRoles,
+		TaskSet: p.rt.taskSet("test", test),
 	}
+	opt.EmbeddedModel, opt.EmbeddedRoles = report.Embedded(uses)
 	// The agents' fingerprints name the environment's settings and the
 	// models (rollout.Fingerprint), so they are not listed again.
 	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "options": opt}
@@ -530,9 +541,16 @@ func synthHashes(dirs []string) ([]string, error) {
 }
 
 func (p *runner) writeSummary(sum *RunSummary) error {
-	sum.Spent, sum.SpentThisRun = p.meter.Snapshot(), p.meter.ThisRun()
+	p.account(sum)
 	sum.Roles = p.rt.RoleStats()
 	return rollout.WriteJSON(filepath.Join(p.dir, SummaryFile), sum)
+}
+
+// account fills in what the run spent so far and which roles the embedded
+// model played in the work it has run.
+func (p *runner) account(sum *RunSummary) {
+	sum.Spent, sum.SpentThisRun = p.meter.Snapshot(), p.meter.ThisRun()
+	sum.EmbeddedModel, sum.EmbeddedRoles = report.Embedded(p.uses)
 }
 
 // compiled is a registered guideline; src and g are empty when it failed
@@ -615,6 +633,7 @@ func (p *runner) newAgent(s compress.Name, g *compress.Prompt) (*rollout.Agent, 
 	}
 	agent := p.rt.NewAgent(strategy)
 	agent.Model = p.agent
+	p.uses = append(p.uses, p.rt.agentUses(strategy, "")...)
 	return agent, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/rollout"
 	"github.com/ctxopt/ctxopt/templates"
 )
@@ -54,11 +55,6 @@ type Runtime struct {
 	Embedder   *llm.Client
 	Generator  *llm.Client
 	Tokenizer  *llm.Tokenizer
-	// EmbeddedModel is true when every role the job uses is served by the
-	// embedded model; EmbeddedRoles names the used roles it serves. Reports
-	// say so.
-	EmbeddedModel bool
-	EmbeddedRoles []string
 
 	cache     *llm.Cache
 	sim       *sim.Server
@@ -85,14 +81,6 @@ func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 	}
 	rt.roles = job.Roles
 	roles := &rt.roles
-	// Reports call the figures the embedded model's only when it played
-	// every role the job uses; one real endpoint makes them a mix.
-	for _, name := range UsedRoles {
-		if roles.get(name).BaseURL == Embedded {
-			rt.EmbeddedRoles = append(rt.EmbeddedRoles, name)
-		}
-	}
-	rt.EmbeddedModel = len(rt.EmbeddedRoles) == len(UsedRoles)
 	err = roles.each(func(_ string, c *llm.RoleConfig) error { return rt.resolveEmbedded(ctx, c) })
 	if err != nil {
 		return nil, err
@@ -291,9 +279,12 @@ func (rt *Runtime) NewAgent(s *compress.Strategy) *rollout.Agent {
 	}
 }
 
-// Runner returns a runner of agent with the job's concurrency.
+// Runner returns a runner of agent (compressing with the job's
+// compressor) with the job's concurrency.
 func (rt *Runtime) Runner(agent *rollout.Agent, label string) *rollout.Runner {
-	return &rollout.Runner{Agent: agent, Concurrency: rt.Job.Rollout.Concurrency, Label: label, EmbeddedModel: rt.EmbeddedModel, EmbeddedRoles: rt.EmbeddedRoles}
+	r := &rollout.Runner{Agent: agent, Concurrency: rt.Job.Rollout.Concurrency, Label: label}
+	r.EmbeddedModel, r.EmbeddedRoles = report.Embedded(rt.agentUses(agent.Strategy, ""))
+	return r
 }
 
 // Strategy builds strategy name from the job's compression section. hist

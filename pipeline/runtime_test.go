@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -42,37 +41,6 @@ func TestWithPatience(t *testing.T) {
 			}
 			if (tc.wantErr == nil && err != nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Errorf("err %v, want %v", err, tc.wantErr)
-			}
-		})
-	}
-}
-
-// A job whose agent is a real endpoint is not an embedded-model run, and
-// the runtime names the roles the embedded model still plays.
-func TestEmbeddedRoles(t *testing.T) {
-	tests := []struct {
-		name  string
-		real  string // role pointed at a non-embedded endpoint
-		all   bool
-		roles []string
-	}{
-		{name: "every role embedded", all: true, roles: UsedRoles},
-		{name: "real agent", real: "agent", roles: []string{"compressor", "optimizer"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			job := smallJob(t, 2, "")
-			if tt.real != "" {
-				// Open creates the client without calling it.
-				*job.Roles.get(tt.real) = llm.RoleConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "real"}
-			}
-			rt, err := Open(context.Background(), job)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rt.Close()
-			if rt.EmbeddedModel != tt.all || !slices.Equal(rt.EmbeddedRoles, tt.roles) {
-				t.Fatalf("embedded model %v, roles %v; want %v, %v", rt.EmbeddedModel, rt.EmbeddedRoles, tt.all, tt.roles)
 			}
 		})
 	}

@@ -53,5 +53,6 @@ func (rt *Runtime) SynthExecutor(teacher *compress.Prompt, meter *Meter) (*synth
 		Agent: meter.Wrap(rt.Agent), Tokenizer: rt.Tokenizer, Teacher: s,
 		Judge: meter.Wrap(rt.Judge), Embedder: meter.Wrap(rt.Embedder),
 		StepLimit: rt.Job.Env.StepLimit, Threshold: *rt.Job.Synth.Accept.Threshold,
+		Embedded: rt.SynthEmbedded(),
 	}, nil
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestModelNotice(t *testing.T) {
 		wantEmpty bool
 	}{
 		{name: "every role", all: true, roles: []string{"agent", "compressor", "optimizer"}, want: []string{"Every role was played by the embedded offline model"}},
-		{name: "mixed", roles: []string{"compressor"}, want: []string{"played these roles: compressor;", "real models played the others"}},
+		{name: "mixed", roles: []string{"compressor"}, want: []string{"Mixed models:", "played these roles: compressor;", "real models played the others"}},
 		{name: "real models only", wantEmpty: true},
 	}
 	for _, tt := range tests {
@@ -42,9 +43,34 @@ func TestModelNotice(t *testing.T) {
 			if !tt.all && strings.Contains(n, "Every role") {
 				t.Errorf("a mixed run's notice claims every role: %q", n)
 			}
-			line := modelsLine(tt.all, tt.roles)
-			if !strings.Contains(table.String(), line) || (!tt.all && !strings.Contains(line, strings.Join(tt.roles, ", "))) {
+			line := ModelsLine(tt.all, tt.roles)
+			if !strings.Contains(table.String(), line) || (!tt.all && !strings.Contains(line, "mixed; the embedded offline model, not a real LLM, as "+strings.Join(tt.roles, ", "))) {
 				t.Errorf("table line %q, table:\n%s", line, table.String())
+			}
+		})
+	}
+}
+
+// The embedded model played every role only when it answered every use;
+// a role it answered anywhere is named once, and a role nobody used is not.
+func TestEmbedded(t *testing.T) {
+	tests := []struct {
+		name  string
+		uses  []Use
+		all   bool
+		roles []string
+	}{
+		{name: "nothing used"},
+		{name: "every use embedded", uses: []Use{{"embedder", true}, {"agent", true}, {"agent", true}}, all: true, roles: []string{"agent", "embedder"}},
+		{name: "real agent", uses: []Use{{"agent", false}, {"embedder", true}}, roles: []string{"embedder"}},
+		{name: "a role answered by both", uses: []Use{{"compressor", false}, {"compressor", true}}, roles: []string{"compressor"}},
+		{name: "real models only", uses: []Use{{"agent", false}, {"compressor", false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			all, roles := Embedded(tt.uses)
+			if all != tt.all || !slices.Equal(roles, tt.roles) {
+				t.Fatalf("all %v, roles %v; want %v, %v", all, roles, tt.all, tt.roles)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -27,26 +28,53 @@ const (
 // every role.
 const EmbeddedNotice = "Every role was played by the embedded offline model (llm/sim), not a real LLM: the figures show the pipeline's mechanics, not a model's quality."
 
+// Use is a role a piece of work called and whether the embedded model
+// answered it there. A role can be used twice, answered once by the
+// embedded model and once by a real one (an eval candidate's own
+// compressor endpoint).
+type Use struct {
+	Role     string
+	Embedded bool
+}
+
+// Embedded says whether the embedded model answered every use (all; false
+// when there is none) and names, sorted, the roles it answered. A role the
+// work never called is not named, whatever its endpoint.
+func Embedded(uses []Use) (all bool, roles []string) {
+	all = len(uses) > 0
+	for _, u := range uses {
+		if !u.Embedded {
+			all = false
+			continue
+		}
+		if !slices.Contains(roles, u.Role) {
+			roles = append(roles, u.Role)
+		}
+	}
+	slices.Sort(roles)
+	return all, roles
+}
+
 // ModelNotice opens a report: EmbeddedNotice when the embedded model
-// played every role (all), the roles it played when it played some, and
-// "" when every model was real.
+// played every role used (all), "mixed" and the roles it played when it
+// played some, and "" when every model was real.
 func ModelNotice(all bool, roles []string) string {
 	switch {
 	case all:
 		return EmbeddedNotice
 	case len(roles) > 0:
-		return fmt.Sprintf("The embedded offline model (llm/sim), not a real LLM, played these roles: %s; real models played the others. What those roles did shows the pipeline's mechanics, not a model's quality.", strings.Join(roles, ", "))
+		return fmt.Sprintf("Mixed models: the embedded offline model (llm/sim), not a real LLM, played these roles: %s; real models played the others. What those roles did shows the pipeline's mechanics, not a model's quality.", strings.Join(roles, ", "))
 	}
 	return ""
 }
 
-// modelsLine is ModelNotice in brief, for the tables printed on a terminal.
-func modelsLine(all bool, roles []string) string {
+// ModelsLine is ModelNotice in brief, for the tables printed on a terminal.
+func ModelsLine(all bool, roles []string) string {
 	switch {
 	case all:
 		return "(models: the embedded offline model, not a real LLM)"
 	case len(roles) > 0:
-		return "(models: the embedded offline model, not a real LLM, as " + strings.Join(roles, ", ") + "; real models otherwise)"
+		return "(models: mixed; the embedded offline model, not a real LLM, as " + strings.Join(roles, ", ") + "; real models otherwise)"
 	}
 	return ""
 }
@@ -385,7 +413,7 @@ func Summary(w io.Writer, res *eval.Result) {
 		fmt.Fprintln(w)
 		comparisonsTable(res).text(w)
 	}
-	if l := modelsLine(res.Summary.EmbeddedModel, res.Summary.EmbeddedRoles); l != "" {
+	if l := ModelsLine(res.Summary.EmbeddedModel, res.Summary.EmbeddedRoles); l != "" {
 		fmt.Fprintln(w, l)
 	}
 }

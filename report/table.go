@@ -26,7 +26,7 @@ func PrintTable(w io.Writer, rows []Row) {
 	}
 	tw.Flush()
 	if len(rows) > 0 {
-		if l := modelsLine(rows[0].Summary.EmbeddedModel, rows[0].Summary.EmbeddedRoles); l != "" {
+		if l := ModelsLine(rows[0].Summary.EmbeddedModel, rows[0].Summary.EmbeddedRoles); l != "" {
 			fmt.Fprintln(w, l)
 		}
 	}

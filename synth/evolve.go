@@ -23,6 +23,7 @@ import (
 	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/splitmix"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/templates"
 )
 
@@ -153,6 +154,9 @@ type EvolveSummary struct {
 	// BestFile is the best prompt's source, the teacher of the export.
 	BestFile string               `json:"best_file"`
 	Usage    map[string]RoleUsage `json:"usage"`
+	// EmbeddedModel and EmbeddedRoles are RunSummary's, over Usage.
+	EmbeddedModel bool     `json:"embedded_model"`
+	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
 }
 
 // Files of an evolution directory.
@@ -198,6 +202,9 @@ type Evolver struct {
 	Optimizer   Completer
 	Registry    *guideline.Registry
 	Concurrency int
+	// Embedded says, by role, whether the embedded offline model answers
+	// it (Executor.Embedded).
+	Embedded map[string]bool
 }
 
 // Evolve searches from seed (its source and origin) on a sample of the
@@ -265,6 +272,7 @@ func (e *Evolver) Evolve(ctx context.Context, seedSrc, origin, wfs, dir string) 
 		return ev.sum, err
 	}
 	ev.sum.Best, ev.sum.BestFile = best, BestFile
+	ev.sum.EmbeddedModel, ev.sum.EmbeddedRoles = embeddedUse(ev.sum.Usage, e.Embedded)
 	if err := atomicfile.WriteFile(filepath.Join(dir, BestFile), []byte(src), 0o644); err != nil {
 		return ev.sum, err
 	}
@@ -648,6 +656,9 @@ func writeSample(wfs, path string, n, seed int) (map[string]*Workflow, error) {
 
 // PrintEvolveSummary writes the lineage and scores by generation.
 func PrintEvolveSummary(w io.Writer, s EvolveSummary) {
+	if l := report.ModelsLine(s.EmbeddedModel, s.EmbeddedRoles); l != "" {
+		fmt.Fprintln(w, l)
+	}
 	for _, g := range s.Generations {
 		fmt.Fprintf(w, "generation %d:\n", g.N)
 		for _, m := range g.Members {

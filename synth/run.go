@@ -23,6 +23,7 @@ import (
 	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/progress"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/rollout"
 	"github.com/ctxopt/ctxopt/templates"
 )
@@ -76,6 +77,9 @@ type Executor struct {
 	StepLimit int
 	// Threshold is the similarity threshold (test a).
 	Threshold float64
+	// Embedded says, by role, whether the embedded offline model answers
+	// it; the summary names those among the roles the run called.
+	Embedded map[string]bool
 }
 
 // RunConfig is what makes two runs' executions comparable; it is run.json.
@@ -425,6 +429,23 @@ type RunSummary struct {
 	TeacherGuideline string               `json:"teacher_guideline"`
 	// Resumed is the workflow index this invocation started at.
 	Resumed int `json:"resumed"`
+	// EmbeddedModel is true when the embedded offline model answered every
+	// role the run called (Usage, over every invocation); EmbeddedRoles
+	// names the roles it answered.
+	EmbeddedModel bool     `json:"embedded_model"`
+	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
+}
+
+// embeddedUse says which of the roles usage shows called the embedded
+// model answered (embedded, by role).
+func embeddedUse(usage map[string]RoleUsage, embedded map[string]bool) (all bool, roles []string) {
+	var uses []report.Use
+	for role, u := range usage {
+		if u.Calls > 0 {
+			uses = append(uses, report.Use{Role: role, Embedded: embedded[role]})
+		}
+	}
+	return report.Embedded(uses)
 }
 
 // summarizer accumulates a RunSummary from executions in order.
@@ -624,6 +645,7 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 	if gen.Calls > 0 {
 		sum.Usage[RoleGenerator] = gen
 	}
+	sum.EmbeddedModel, sum.EmbeddedRoles = embeddedUse(sum.Usage, x.Embedded)
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return sum, err
@@ -696,6 +718,9 @@ func countLines(f *os.File) (int, error) {
 
 // PrintRunSummary writes the summary's headline figures.
 func PrintRunSummary(w io.Writer, s RunSummary) {
+	if l := report.ModelsLine(s.EmbeddedModel, s.EmbeddedRoles); l != "" {
+		fmt.Fprintln(w, l)
+	}
 	fmt.Fprintf(w, "workflows: %d generated, %d read, %d executed, %d accepted (%.1f%%), %d training pairs\n",
 		s.Generated, s.Read, s.Executed, s.Accepted, 100*s.AcceptanceRate, s.TrainingPairs)
 	fmt.Fprintf(w, "rejections by test: %s\n", countsLine(s.Rejections))

@@ -85,8 +85,8 @@ func synthEvolve(c *cli.Context) error {
 	}
 	ev := &synth.Evolver{
 		Settings: job.Synth.Evolve, Seed: job.Seed, Registry: reg, Concurrency: job.Rollout.Concurrency,
-		Optimizer: meter.Wrap(rt.Optimizer),
-		Executor:  func(p *compress.Prompt) (*synth.Executor, error) { return rt.SynthExecutor(p, meter) },
+		Optimizer: meter.Wrap(rt.Optimizer), Embedded: rt.SynthEmbedded(),
+		Executor: func(p *compress.Prompt) (*synth.Executor, error) { return rt.SynthExecutor(p, meter) },
 	}
 	sum, err := ev.Evolve(c.Context, src, origin, wfs, out)
 	if err != nil {

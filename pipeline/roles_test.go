@@ -1,0 +1,68 @@
+package pipeline
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/report"
+)
+
+// An evaluation's notice names the roles the embedded model played among
+// those its candidates call: the embedder only when a strategy embeds, and
+// "mixed" when a called role is real. "Real" endpoints here are a second
+// embedded model reached by its address, which the job does not name
+// embedded.
+func TestEvaluateNamesEmbeddedRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("evaluations")
+	}
+	other, err := sim.Start(context.Background(), "127.0.0.1:0", sim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	tests := []struct {
+		name       string
+		real       []string // roles pointed at the other endpoint
+		candidates []string
+		all        bool
+		roles      []string
+		notice     string // in the report's notice; "" none
+	}{
+		{name: "pace with only the embedder embedded", real: []string{"agent", "compressor", "optimizer"}, candidates: []string{"pace=pace"},
+			roles: []string{"embedder"}, notice: "Mixed models: the embedded offline model (llm/sim), not a real LLM, played these roles: embedder;"},
+		{name: "fifo with the same roles", real: []string{"agent", "compressor", "optimizer"}, candidates: []string{"fifo=fifo"}},
+		{name: "pace with every role embedded", candidates: []string{"pace=pace"}, all: true,
+			roles: []string{"agent", "compressor", "embedder"}, notice: report.EmbeddedNotice},
+		{name: "a candidate's own embedded compressor", real: []string{"agent", "compressor", "embedder"}, candidates: []string{"none=none", "p=prompting,compressor=embedded"},
+			roles: []string{"compressor"}, notice: "played these roles: compressor;"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := smallJob(t, 2, "")
+			for _, name := range tt.real {
+				job.Roles.get(name).BaseURL = other.URL()
+			}
+			specs, err := eval.ParseSpecs(tt.candidates)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Evaluate(t.Context(), job, EvalOptions{Specs: specs, Split: "test", Samples: 1}, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := res.Summary
+			if s.EmbeddedModel != tt.all || !slices.Equal(s.EmbeddedRoles, tt.roles) {
+				t.Fatalf("embedded model %v, roles %v; want %v, %v", s.EmbeddedModel, s.EmbeddedRoles, tt.all, tt.roles)
+			}
+			n := report.ModelNotice(s.EmbeddedModel, s.EmbeddedRoles)
+			if tt.notice == "" && n != "" || !strings.Contains(n, tt.notice) {
+				t.Fatalf("notice %q, want %q", n, tt.notice)
+			}
+		})
+	}
+}

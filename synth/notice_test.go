@@ -1,0 +1,73 @@
+package synth
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A run's summary names the roles the embedded model answered among those
+// the run called (over resumed invocations too), and calls the run mixed
+// when a called role was real. The endpoints here are all the embedded
+// model; Executor.Embedded says which of them the job named "embedded".
+func TestRunNamesEmbeddedRoles(t *testing.T) {
+	e := startEmbedded(t)
+	wfs := e.generated(t, 1)
+	// The same workflows without the generation's summary beside them: no
+	// generator call is known.
+	bare := filepath.Join(t.TempDir(), WorkflowsFile)
+	b, err := os.ReadFile(wfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bare, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	every := map[string]bool{RoleAgent: true, RoleCompressor: true, RoleJudge: true, RoleEmbedder: true, RoleGenerator: true, RoleOptimizer: true}
+	tests := []struct {
+		name     string
+		wfs      string
+		embedded map[string]bool
+		all      bool
+		roles    []string
+		line     string // in the printed summary; "" none
+	}{
+		{name: "embedded generator and judge", wfs: wfs, embedded: map[string]bool{RoleGenerator: true, RoleJudge: true},
+			roles: []string{RoleGenerator, RoleJudge}, line: "(models: mixed; the embedded offline model, not a real LLM, as generator, judge; real models otherwise)"},
+		{name: "every role embedded", wfs: wfs, embedded: every, all: true,
+			roles: []string{RoleAgent, RoleCompressor, RoleEmbedder, RoleGenerator, RoleJudge}, line: "(models: the embedded offline model, not a real LLM)"},
+		{name: "generator not called", wfs: bare, embedded: map[string]bool{RoleGenerator: true, RoleJudge: true},
+			roles: []string{RoleJudge}, line: "as judge; real models otherwise)"},
+		{name: "real models only", wfs: wfs, embedded: map[string]bool{}},
+	}
+	dirs := map[string]string{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := e.executor(t, planAware(t), 2)
+			x.Embedded = tt.embedded
+			// Later cases resume the first run on the same workflows: the
+			// roles come from the calls its journal records.
+			if dirs[tt.wfs] == "" {
+				dirs[tt.wfs] = t.TempDir()
+			}
+			sum, err := Run(t.Context(), x, RunOptions{Workflows: tt.wfs, Dir: dirs[tt.wfs], Concurrency: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Executed != 1 {
+				t.Fatalf("executed %d workflows, want 1", sum.Executed)
+			}
+			if sum.EmbeddedModel != tt.all || !slices.Equal(sum.EmbeddedRoles, tt.roles) {
+				t.Fatalf("embedded model %v, roles %v; want %v, %v", sum.EmbeddedModel, sum.EmbeddedRoles, tt.all, tt.roles)
+			}
+			var out bytes.Buffer
+			PrintRunSummary(&out, sum)
+			if tt.line == "" && strings.Contains(out.String(), "embedded") || tt.line != "" && !strings.Contains(out.String(), tt.line) {
+				t.Fatalf("summary lacks %q:\n%s", tt.line, out.String())
+			}
+		})
+	}
+}
