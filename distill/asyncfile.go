@@ -12,7 +12,7 @@ import (
 // writing it inline would serialize the writer on system calls. Buffers are
 // recycled and at most asyncBuffers are alive, which bounds memory.
 //
-// append and Write must be called from one goroutine.
+// appendLine and Write must be called from one goroutine.
 type asyncFile struct {
 	f     *os.File
 	name  string
@@ -66,9 +66,9 @@ func (a *asyncFile) failure() error {
 	return a.err
 }
 
-// append lets encode append to the current buffer, and hands the buffer to
-// the writing goroutine once it is full.
-func (a *asyncFile) append(encode func([]byte) []byte) error {
+// appendLine lets encode append a line to the current buffer, and hands the
+// buffer to the writing goroutine once it is full.
+func (a *asyncFile) appendLine(encode func([]byte) []byte) error {
 	a.buf = encode(a.buf)
 	if len(a.buf) < asyncBufferSize {
 		return nil
@@ -78,10 +78,24 @@ func (a *asyncFile) append(encode func([]byte) []byte) error {
 	return a.failure()
 }
 
-// Write makes asyncFile the output of the Parquet writer.
+// Write copies p into the buffers, handing each to the writing goroutine
+// once it is full; buffers never grow past asyncBufferSize, however large p.
 func (a *asyncFile) Write(p []byte) (int, error) {
-	err := a.append(func(b []byte) []byte { return append(b, p...) })
-	return len(p), err
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), asyncBufferSize-len(a.buf))
+		a.buf = append(a.buf, p[:k]...)
+		p = p[k:]
+		if len(a.buf) < asyncBufferSize {
+			break
+		}
+		a.queue <- a.buf
+		a.buf = <-a.free
+		if err := a.failure(); err != nil {
+			return n - len(p), err
+		}
+	}
+	return n, nil
 }
 
 // close writes what is buffered, waits for the goroutine and closes the

@@ -178,10 +178,10 @@ func (w *Writer) Write(r Row) error {
 	// they are encoded here, straight into the files' buffers; workers only
 	// encode and compress Parquet.
 	if !w.opts.ParquetOnly {
-		if err := sw.jsonl.append(func(b []byte) []byte { return appendRowJSON(b, &r) }); err != nil {
+		if err := sw.jsonl.appendLine(func(b []byte) []byte { return appendRowJSON(b, &r) }); err != nil {
 			return err
 		}
-		if err := sw.messages.append(func(b []byte) []byte { return appendMessagesLineJSON(b, &r) }); err != nil {
+		if err := sw.messages.appendLine(func(b []byte) []byte { return appendMessagesLineJSON(b, &r) }); err != nil {
 			return err
 		}
 	}
