@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -71,6 +72,40 @@ func TestEmbedded(t *testing.T) {
 			all, roles := Embedded(tt.uses)
 			if all != tt.all || !slices.Equal(roles, tt.roles) {
 				t.Fatalf("all %v, roles %v; want %v, %v", all, roles, tt.all, tt.roles)
+			}
+		})
+	}
+}
+
+// A table's line covers every row: rows name only the roles their own
+// strategy called, so a row without compression does not hide the roles the
+// others played.
+func TestTableModels(t *testing.T) {
+	real := rollout.Summary{}
+	agentOnly := rollout.Summary{EmbeddedModel: true, EmbeddedRoles: []string{"agent"}}
+	tests := []struct {
+		name string
+		rows []rollout.Summary
+		line string // "" none
+	}{
+		{name: "real agent, embedded embedder in one row", rows: []rollout.Summary{real, {EmbeddedRoles: []string{"embedder"}}},
+			line: "(models: mixed; the embedded offline model, not a real LLM, as embedder; real models otherwise)"},
+		{name: "embedded everywhere", rows: []rollout.Summary{agentOnly, {EmbeddedModel: true, EmbeddedRoles: []string{"agent", "compressor"}}},
+			line: "(models: the embedded offline model, not a real LLM)"},
+		{name: "embedded agent, real compressor", rows: []rollout.Summary{agentOnly, {EmbeddedRoles: []string{"agent"}}},
+			line: "(models: mixed; the embedded offline model, not a real LLM, as agent; real models otherwise)"},
+		{name: "real models only", rows: []rollout.Summary{real, real}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rows []Row
+			for i, s := range tt.rows {
+				rows = append(rows, Row{Name: fmt.Sprint("row", i), Summary: s})
+			}
+			var b bytes.Buffer
+			PrintTable(&b, rows)
+			if tt.line == "" && strings.Contains(b.String(), "models:") || !strings.Contains(b.String(), tt.line) {
+				t.Fatalf("want %q in:\n%s", tt.line, b.String())
 			}
 		})
 	}

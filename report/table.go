@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/ctxopt/ctxopt/rollout"
@@ -25,9 +26,25 @@ func PrintTable(w io.Writer, rows []Row) {
 			s.CompressorInputTokens, s.CompressorOutputTokens, s.InfraFailures, s.LLMCalls, s.CacheHits)
 	}
 	tw.Flush()
-	if len(rows) > 0 {
-		if l := ModelsLine(rows[0].Summary.EmbeddedModel, rows[0].Summary.EmbeddedRoles); l != "" {
-			fmt.Fprintln(w, l)
+	if l := ModelsLine(tableModels(rows)); l != "" {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// tableModels combines the rows' notices: each row names the roles its
+// strategy called (none's row never names the compressor), so the
+// embedded model played every role of the table only when it did in every
+// row, and the table names every role it played in some row.
+func tableModels(rows []Row) (all bool, roles []string) {
+	all = len(rows) > 0
+	for _, r := range rows {
+		all = all && r.Summary.EmbeddedModel
+		for _, role := range r.Summary.EmbeddedRoles {
+			if !slices.Contains(roles, role) {
+				roles = append(roles, role)
+			}
 		}
 	}
+	slices.Sort(roles)
+	return all, roles
 }
