@@ -42,15 +42,7 @@ func TestDecodeRow(t *testing.T) {
 				CompressionRatio: 0.25,
 				Split:            distill.SplitTrain,
 			}
-			line, err := json.Marshal(want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := decodeRow(string(line))
-			if err != nil {
-				t.Fatalf("decodeRow(%s): %v", line, err)
-			}
-			if !reflect.DeepEqual(got, want) {
+			if line, got := marshalDecode(t, want); !reflect.DeepEqual(got, want) {
 				t.Errorf("decodeRow(%s)\n got %+v\nwant %+v", line, got, want)
 			}
 		})
@@ -86,14 +78,7 @@ func TestDecodeRowRandom(t *testing.T) {
 			Completion: []distill.Message{{Role: "assistant", Content: b.String()[:b.Len()/2]}},
 			Kind:       b.String(),
 		}
-		line, err := json.Marshal(want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := decodeRow(string(line))
-		if err != nil {
-			t.Fatalf("decodeRow(%s): %v", line, err)
-		}
+		line, got := marshalDecode(t, want)
 		// Halving may cut a rune: json.Marshal writes U+FFFD for it.
 		var back distill.Row
 		if err := json.Unmarshal(line, &back); err != nil {
@@ -103,4 +88,19 @@ func TestDecodeRowRandom(t *testing.T) {
 			t.Fatalf("decodeRow(%s)\n got %+v\nwant %+v", line, got, back)
 		}
 	}
+}
+
+// marshalDecode encodes want with encoding/json and decodes the line with
+// decodeRow.
+func marshalDecode(t *testing.T, want distill.Row) ([]byte, distill.Row) {
+	t.Helper()
+	line, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeRow(string(line))
+	if err != nil {
+		t.Fatalf("decodeRow(%s): %v", line, err)
+	}
+	return line, got
 }
