@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -678,6 +679,58 @@ func TestDuckDBReadsRandomRows(t *testing.T) {
 		if i := sameRows(got, want[f]); i >= 0 {
 			t.Errorf("%s: DuckDB read row %d of %d as\n%.500q\nwant\n%.500q", paths[f], i, len(got),
 				fmt.Sprintf("%+v", got[min(i, len(got)-1)]), fmt.Sprintf("%+v", want[f][i]))
+		}
+	}
+}
+
+// TestValidateDamagedPageHeaders checks that validate finds a page header
+// whose sizes or counts disagree with its page, which the CRC does not
+// cover and parquet-go's reader does not check but pyarrow rejects
+// ("Corrupt ZSTD compressed data", "Index not in dictionary bounds").
+func TestValidateDamagedPageHeaders(t *testing.T) {
+	rows := make([]Row, 6)
+	for i := range rows {
+		rows[i] = testRow(i, SplitTrain)
+	}
+	data := writeEncoded(t, rows, 3)
+	path := filepath.Join(t.TempDir(), "train.parquet")
+	for i, p := range filePages(t, data) {
+		edits := map[string]func(h *format.PageHeader, d int32){
+			"uncompressed size": func(h *format.PageHeader, d int32) { h.UncompressedPageSize += d },
+		}
+		if p.header.Type == format.DictionaryPage {
+			edits["dictionary size"] = func(h *format.PageHeader, d int32) { h.DictionaryPageHeader.V.NumValues += d }
+		}
+		for name, edit := range edits {
+			// An edit that keeps the header's length keeps every offset.
+			var header []byte
+			for _, d := range []int32{1, -1} {
+				h := p.header
+				edit(&h, d)
+				b, err := thrift.Marshal(new(thrift.CompactProtocol), &h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if int64(len(b)) == p.headerLen {
+					header = b
+					break
+				}
+			}
+			if header == nil {
+				continue
+			}
+			damaged := slices.Concat(data[:p.offset], header, data[p.offset+p.headerLen:])
+			if err := os.WriteFile(path, damaged, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			vs, err := ValidateFile(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(vs, func(v Violation) bool { return strings.Contains(v.Message, "damaged file") }) {
+				t.Errorf("page %d (column %s, %s) with a wrong %s: violations %v; want the file reported damaged",
+					i, strings.Join(columnPaths()[p.column], "."), p.header.Type, name, vs)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package distill
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -535,9 +537,17 @@ func checkParquetChunks(pf *parquet.File, vs *violations) {
 // data pages only, so a flipped bit in a dictionary would change values
 // without an error. It reports damage and returns false.
 func checkParquetPages(f io.ReaderAt, pf *parquet.File, vs *violations) bool {
-	err := parquetPages(f, pf.Metadata(), func(p parquetPage) error {
+	md := pf.Metadata()
+	var codec zstd.Codec
+	var buf []byte
+	err := parquetPages(f, md, func(p parquetPage) error {
 		if p.header.CRC != 0 && uint32(p.header.CRC) != crc32.ChecksumIEEE(p.body) {
 			return fmt.Errorf("page at byte %d: checksum mismatch", p.offset)
+		}
+		var err error
+		buf, err = checkPageBody(p, &md.RowGroups[p.rowGroup].Columns[p.column].MetaData, &codec, buf)
+		if err != nil {
+			return fmt.Errorf("page at byte %d: %w", p.offset, err)
 		}
 		return nil
 	})
@@ -546,6 +556,52 @@ func checkParquetPages(f io.ReaderAt, pf *parquet.File, vs *violations) bool {
 		return false
 	}
 	return true
+}
+
+// checkPageBody decompresses a zstd page and checks the sizes and counts
+// its header declares against its bodies: parquet-go's reader trusts them
+// where strict readers (pyarrow) reject the file, so a damaged header would
+// pass validation. It returns buf for reuse.
+func checkPageBody(p parquetPage, c *format.ColumnMetaData, codec *zstd.Codec, buf []byte) ([]byte, error) {
+	h := &p.header
+	values, compressed := p.body, true
+	switch {
+	case h.Type == format.DataPageV2 && h.DataPageHeaderV2.Valid:
+		v := &h.DataPageHeaderV2.V
+		levels := int64(v.RepetitionLevelsByteLength) + int64(v.DefinitionLevelsByteLength)
+		if v.RepetitionLevelsByteLength < 0 || v.DefinitionLevelsByteLength < 0 || levels > int64(len(p.body)) ||
+			v.NumNulls < 0 || v.NumNulls > v.NumValues || v.NumRows < 0 || v.NumRows > v.NumValues {
+			return buf, fmt.Errorf("header counts %d values, %d nulls, %d rows and %d bytes of levels in a %d-byte page",
+				v.NumValues, v.NumNulls, v.NumRows, levels, len(p.body))
+		}
+		values, compressed = p.body[levels:], !v.IsCompressed.Valid || v.IsCompressed.V
+	case h.Type == format.DictionaryPage && h.DictionaryPageHeader.Valid:
+	default:
+		return buf, nil // pages this package does not write are left to the reader
+	}
+	if c.Codec != format.Zstd || !compressed {
+		return buf, nil
+	}
+	out, err := codec.Decode(buf[:0], values)
+	if err != nil {
+		return buf, fmt.Errorf("decompress: %w", err)
+	}
+	if want := int64(h.UncompressedPageSize) - int64(len(p.body)-len(values)); int64(len(out)) != want {
+		return out, fmt.Errorf("%d bytes uncompressed, the header says %d", len(out), want)
+	}
+	if h.Type == format.DictionaryPage && c.Type == format.ByteArray {
+		n := int32(0)
+		for rest := out; len(rest) > 0; n++ {
+			if len(rest) < 4 || uint64(binary.LittleEndian.Uint32(rest)) > uint64(len(rest)-4) {
+				return out, fmt.Errorf("dictionary value %d runs past the page", n)
+			}
+			rest = rest[4+binary.LittleEndian.Uint32(rest):]
+		}
+		if n != h.DictionaryPageHeader.V.NumValues {
+			return out, fmt.Errorf("dictionary of %d values, the header says %d", n, h.DictionaryPageHeader.V.NumValues)
+		}
+	}
+	return out, nil
 }
 
 // parquetPage is one page of a column chunk as its header declares it.
