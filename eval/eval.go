@@ -52,6 +52,10 @@ const (
 type Candidate struct {
 	Spec  Spec
 	Agent *rollout.Agent
+	// EmbeddedModel and EmbeddedRoles say which roles its agent calls the
+	// embedded model plays; its rollouts' summaries carry them.
+	EmbeddedModel bool
+	EmbeddedRoles []string
 }
 
 // Options configures an evaluation.
@@ -67,7 +71,7 @@ type Options struct {
 	// results from another task set are never paired.
 	TaskSet string
 	// EmbeddedModel is true when the embedded offline model played every
-	// role; EmbeddedRoles names the roles it played.
+	// role the candidates call; EmbeddedRoles names the roles it played.
 	EmbeddedModel bool
 	EmbeddedRoles []string
 	// Replace redoes a candidate's rollouts that dir holds from another
@@ -185,7 +189,7 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 			// reaches the models (at temperature > 0 samples differ).
 			agent := *c.Agent
 			agent.Sample = s
-			r := &rollout.Runner{Agent: &agent, Concurrency: opt.Concurrency, EmbeddedModel: opt.EmbeddedModel, EmbeddedRoles: opt.EmbeddedRoles, Progress: prog, Replace: opt.Replace}
+			r := &rollout.Runner{Agent: &agent, Concurrency: opt.Concurrency, EmbeddedModel: c.EmbeddedModel, EmbeddedRoles: c.EmbeddedRoles, Progress: prog, Replace: opt.Replace}
 			res, err := r.RunDir(ctx, tasks, filepath.Join(dir, rolloutsDir, c.Spec.Name, fmt.Sprintf("sample-%d", s)))
 			if err != nil {
 				prog.Finish()

@@ -121,8 +121,10 @@ func Evaluate(ctx context.Context, job *Job, opt EvalOptions, outDir string) (*e
 		if err != nil {
 			return nil, err
 		}
+		u := rt.agentUses(c.Agent.Strategy, sp.CompressorURL)
+		c.EmbeddedModel, c.EmbeddedRoles = report.Embedded(u)
 		cands = append(cands, c)
-		uses = append(uses, rt.agentUses(c.Agent.Strategy, sp.CompressorURL)...)
+		uses = append(uses, u...)
 		compressed = append(compressed, c.Agent.Strategy != nil && c.Agent.Strategy.CompressorModel != "")
 	}
 	if opt.Reference != "" && !containsSpec(opt.Specs, opt.Reference) {

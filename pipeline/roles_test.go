@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/llm/sim"
 	"github.com/ctxopt/ctxopt/report"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 // An evaluation's notice names the roles the embedded model played among
@@ -32,12 +35,17 @@ func TestEvaluateNamesEmbeddedRoles(t *testing.T) {
 		all        bool
 		roles      []string
 		notice     string // in the report's notice; "" none
+		// rollouts are the roles each candidate's rollout summary names
+		// (none when absent).
+		rollouts map[string][]string
 	}{
-		{name: "pace with only the embedder embedded", real: []string{"agent", "compressor", "optimizer"}, candidates: []string{"pace=pace"},
-			roles: []string{"embedder"}, notice: "Mixed models: the embedded offline model (llm/sim), not a real LLM, played these roles: embedder;"},
+		{name: "pace with only the embedder embedded", real: []string{"agent", "compressor", "optimizer"}, candidates: []string{"none=none", "pace=pace"},
+			roles: []string{"embedder"}, notice: "Mixed models: the embedded offline model (llm/sim), not a real LLM, played these roles: embedder;",
+			rollouts: map[string][]string{"none": nil, "pace": {"embedder"}}},
 		{name: "fifo with the same roles", real: []string{"agent", "compressor", "optimizer"}, candidates: []string{"fifo=fifo"}},
 		{name: "pace with every role embedded", candidates: []string{"pace=pace"}, all: true,
-			roles: []string{"agent", "compressor", "embedder"}, notice: report.EmbeddedNotice},
+			roles: []string{"agent", "compressor", "embedder"}, notice: report.EmbeddedNotice,
+			rollouts: map[string][]string{"pace": {"agent", "compressor", "embedder"}}},
 		{name: "a candidate's own embedded compressor", real: []string{"agent", "compressor", "embedder"}, candidates: []string{"none=none", "p=prompting,compressor=embedded"},
 			roles: []string{"compressor"}, notice: "played these roles: compressor;"},
 	}
@@ -51,7 +59,8 @@ func TestEvaluateNamesEmbeddedRoles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Evaluate(t.Context(), job, EvalOptions{Specs: specs, Split: "test", Samples: 1}, t.TempDir())
+			dir := t.TempDir()
+			res, err := Evaluate(t.Context(), job, EvalOptions{Specs: specs, Split: "test", Samples: 1}, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,6 +71,15 @@ func TestEvaluateNamesEmbeddedRoles(t *testing.T) {
 			n := report.ModelNotice(s.EmbeddedModel, s.EmbeddedRoles)
 			if tt.notice == "" && n != "" || !strings.Contains(n, tt.notice) {
 				t.Fatalf("notice %q, want %q", n, tt.notice)
+			}
+			for name, want := range tt.rollouts {
+				var rs rollout.Summary
+				if err := json.Unmarshal([]byte(mustRead(t, filepath.Join(dir, "rollouts", name, "sample-0", rollout.SummaryFile))), &rs); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(rs.EmbeddedRoles, want) || rs.EmbeddedModel != (tt.all && len(want) > 0) {
+					t.Errorf("candidate %s's rollouts: embedded model %v, roles %v; want roles %v", name, rs.EmbeddedModel, rs.EmbeddedRoles, want)
+				}
 			}
 		})
 	}

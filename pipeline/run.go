@@ -433,9 +433,12 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 	}
 	fps := make([]rollout.Fingerprint, len(cands))
 	var uses []report.Use
-	for i, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		fps[i] = c.Agent.Fingerprint()
-		uses = append(uses, p.rt.agentUses(c.Agent.Strategy, "")...)
+		u := p.rt.agentUses(c.Agent.Strategy, "")
+		c.EmbeddedModel, c.EmbeddedRoles = report.Embedded(u)
+		uses = append(uses, u...)
 	}
 	dir := evalDir(p.dir)
 	opt := eval.Options{
