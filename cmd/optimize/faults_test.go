@@ -128,14 +128,19 @@ func TestRolloutEndpointDiesMidRun(t *testing.T) {
 func TestSIGTERMExitsPromptly(t *testing.T) {
 	dir := t.TempDir()
 	// Slow calls keep the commands busy when the signal comes; the resume
-	// runs without them (latency changes no result, so it resumes).
-	job := func(latency string) string {
-		return writeJob(t, dir, func(s string) string {
+	// runs without them (latency changes no result, so it resumes). Each
+	// command has a cache of its own: answers cached by another would let
+	// it finish its tasks before the signal.
+	job := func(name, latency string) string {
+		sub := filepath.Join(dir, name)
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return writeJob(t, sub, func(s string) string {
 			s = strings.Replace(s, "step_limit: 30", "step_limit: 30\n  train_limit: 4\n  test_limit: 2", 1)
 			return strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 2\nembedded:\n  latency: "+latency, 1)
 		})
 	}
-	slow := job("100ms")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -155,7 +160,7 @@ func TestSIGTERMExitsPromptly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
 			if tc.records != "" {
-				args = append(args, "--config", slow)
+				args = append(args, "--config", job(tc.name, "100ms"))
 			}
 			cmd := exec.Command(binary, args...)
 			if err := cmd.Start(); err != nil {
@@ -190,7 +195,7 @@ func TestSIGTERMExitsPromptly(t *testing.T) {
 			if tc.resumed == nil {
 				return
 			}
-			code, _, stderr := runCLI(t, append(slices.Clone(tc.args), "--config", job("0s"))...)
+			code, _, stderr := runCLI(t, append(slices.Clone(tc.args), "--config", job(tc.name, "0s"))...)
 			if code != 0 {
 				t.Fatalf("resume: exit %d\n%s", code, stderr)
 			}
