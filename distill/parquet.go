@@ -279,6 +279,25 @@ type page struct {
 	count    int // values and nulls
 }
 
+// level records the levels of the n-th value (from 0) of a row's message
+// field.
+func (p *page) level(n int) {
+	p.reps = append(p.reps, byte(min(n, 1)))
+	p.defs = append(p.defs, 1)
+}
+
+// endRow ends a row that had n values: a message field's row with none (an
+// empty list) is one null.
+func (p *page) endRow(n int) {
+	if n == 0 {
+		p.reps, p.defs = append(p.reps, 0), append(p.defs, 0)
+		p.nulls++
+		n = 1
+	}
+	p.count += n
+	p.rows++
+}
+
 // writePage compresses a data page (v2: levels stay uncompressed) into the
 // row group's data.
 func (e *rowGroupEncoder) writePage(c *format.ColumnChunk, p page) error {
@@ -400,17 +419,10 @@ func (e *rowGroupEncoder) plainMessages(col int, each func(*Row, func(string))) 
 		n := 0
 		each(&e.rows[i], func(v string) {
 			p.values = appendByteArray(p.values, v)
-			p.reps = append(p.reps, byte(min(n, 1)))
-			p.defs = append(p.defs, 1)
+			p.level(n)
 			n++
 		})
-		if n == 0 {
-			p.reps, p.defs = append(p.reps, 0), append(p.defs, 0)
-			p.nulls++
-			n = 1
-		}
-		p.count += n
-		p.rows++
+		p.endRow(n)
 		if len(p.values) >= pageBufferSize {
 			if err := e.writePage(c, p); err != nil {
 				return err
@@ -472,18 +484,11 @@ func (e *rowGroupEncoder) dictionary(col int, levels bool, each func(*Row, func(
 			}
 			indices = append(indices, k)
 			if levels {
-				p.reps = append(p.reps, byte(min(n, 1)))
-				p.defs = append(p.defs, 1)
+				p.level(n)
 			}
 			n++
 		})
-		if n == 0 {
-			p.reps, p.defs = append(p.reps, 0), append(p.defs, 0)
-			p.nulls++
-			n = 1
-		}
-		p.count += n
-		p.rows++
+		p.endRow(n)
 	}
 	e.indices, e.dictValues = indices, dictValues
 	if levels {

@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -208,14 +207,7 @@ func TestDuckDBReadsEncoderValues(t *testing.T) {
 // duckdbRows has DuckDB read every row of each file, in file order.
 func duckdbRows(t *testing.T, paths ...string) [][]Row {
 	t.Helper()
-	node, check := duckdbCheck(t)
-	cmd := exec.CommandContext(t.Context(), node, append([]string{check, "--rows"}, paths...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("duckdb-check: %v\n%s", err, stderr.String())
-	}
+	out := runDuckDBCheck(t, append([]string{"--rows"}, paths...)...)
 	var report struct {
 		Files []struct {
 			RowsJSON []string `json:"rows_json"`

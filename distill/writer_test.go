@@ -279,10 +279,25 @@ func duckdbCheck(t *testing.T) (node, script string) {
 	return node, filepath.Join(root, "scripts/duckdb-check.mjs")
 }
 
+// runDuckDBCheck runs scripts/duckdb-check.mjs with args and returns what it
+// printed.
+func runDuckDBCheck(t *testing.T, args ...string) []byte {
+	t.Helper()
+	node, check := duckdbCheck(t)
+	cmd := exec.CommandContext(t.Context(), node, append([]string{check}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("duckdb-check: %v\n%s", err, stderr.String())
+	}
+	return out
+}
+
 // TestDuckDBReadsParquet reads the files with DuckDB, an independent
 // implementation; scripts/install-test-tools.sh installs it.
 func TestDuckDBReadsParquet(t *testing.T) {
-	node, check := duckdbCheck(t)
+	duckdbCheck(t) // skips before the build when DuckDB is missing
 	dir := t.TempDir()
 	if _, err := Build(t.Context(), "testdata/run", dir, Options{RowGroupRows: 2}); err != nil {
 		t.Fatal(err)
@@ -291,13 +306,7 @@ func TestDuckDBReadsParquet(t *testing.T) {
 	for _, split := range splitNames {
 		paths = append(paths, filepath.Join(dir, parquetName(split)))
 	}
-	cmd := exec.CommandContext(t.Context(), node, append([]string{check}, paths...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("duckdb-check: %v\n%s", err, stderr.String())
-	}
+	out := runDuckDBCheck(t, paths...)
 	var report struct {
 		Files []struct {
 			Path    string `json:"path"`
