@@ -73,6 +73,12 @@ func (a *asyncFile) appendLine(encode func([]byte) []byte) error {
 	if len(a.buf) < asyncBufferSize {
 		return nil
 	}
+	return a.handOff()
+}
+
+// handOff gives the full buffer to the writing goroutine and takes a free
+// one.
+func (a *asyncFile) handOff() error {
 	a.queue <- a.buf
 	a.buf = <-a.free
 	return a.failure()
@@ -89,9 +95,7 @@ func (a *asyncFile) Write(p []byte) (int, error) {
 		if len(a.buf) < asyncBufferSize {
 			break
 		}
-		a.queue <- a.buf
-		a.buf = <-a.free
-		if err := a.failure(); err != nil {
+		if err := a.handOff(); err != nil {
 			return n - len(p), err
 		}
 	}
