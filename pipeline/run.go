@@ -447,8 +447,11 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 	}
 	opt.EmbeddedModel, opt.EmbeddedRoles = report.Embedded(uses)
 	// The agents' fingerprints name the environment's settings and the
-	// models (rollout.Fingerprint), so they are not listed again.
-	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "options": opt}
+	// models (rollout.Fingerprint), so they are not listed again; the
+	// concurrency changes no result.
+	key := opt
+	key.Concurrency = 0
+	inputs := map[string]any{"agents": fps, "tasks": tasksHash(test), "options": key}
 	res, err := stage(p.dir, p.meter, stageSpec[*eval.Result]{
 		name: "eval", inputs: inputs, store: p.store, owned: []string{evalDirName},
 		run: func(string) (*eval.Result, map[string]float64, error) {
@@ -480,19 +483,21 @@ type DatasetSummary struct {
 // distill exports the teacher's compressions of the selected guideline's
 // successful train runs (ACON's D⁺_train) and the job's PAACE-Syn runs'
 // accepted pairs as training sets.
-func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummary, error) {
+func (p *runner) distill(sum *RunSummary, final *stagedRollout) (*DatasetSummary, error) {
 	out := filepath.Join(p.dir, "datasets")
-	inputs := map[string]any{"guideline": sum.SelectedGuideline, "trajectories": outcomeHash(final), "distill": p.job.Distill, "seed": p.job.Seed}
+	inputs := map[string]any{"guideline": sum.SelectedGuideline, "trajectories": final.name(), "distill": p.job.Distill, "seed": p.job.Seed,
+		// The dataset card names the job.
+		"job": p.job.Name}
 	if len(p.job.Distill.Synth) > 0 {
 		// A synth run resumed or redone since changes the export.
-		hashes, err := synthHashes(p.job.Distill.Synth)
+		hashes, err := fileHashes("distill.synth", p.job.Distill.Synth, synth.ExecutionsFile)
 		if err != nil {
 			return nil, err
 		}
 		inputs["synth"] = hashes
 	}
-	return stage(p.dir, p.meter, stageSpec[*DatasetSummary]{name: "distill", inputs: inputs, store: p.store, owned: []string{"datasets"}, run: func(string) (*DatasetSummary, map[string]float64, error) {
-		d := &DatasetSummary{Dir: out}
+	d, err := stage(p.dir, p.meter, stageSpec[*DatasetSummary]{name: "distill", inputs: inputs, store: p.store, owned: []string{"datasets"}, run: func(string) (*DatasetSummary, map[string]float64, error) {
+		d := &DatasetSummary{}
 		m, err := distill.Build(p.ctx, p.dir, out, distill.Options{
 			Seed: p.job.Seed, ValidationFraction: p.job.Distill.ValidationFraction, MaxLength: p.job.Distill.MaxLength,
 			RedactEmails: p.job.Distill.RedactEmails, Guideline: sum.SelectedGuideline, JobName: p.job.Name,
@@ -522,21 +527,29 @@ func (p *runner) distill(sum *RunSummary, final *rollout.Result) (*DatasetSummar
 		}
 		return d, counts, nil
 	}})
+	if err != nil {
+		return nil, err
+	}
+	// A result taken from the stage store was saved by another run.
+	d.Dir = out
+	return d, nil
 }
 
-// synthHashes are the SHA-256 of each synth run's executions file.
-func synthHashes(dirs []string) ([]string, error) {
+// fileHashes name each of dirs (the job's field) with the SHA-256 of its
+// file called name, so a directory whose file changed since is another
+// input.
+func fileHashes(field string, dirs []string, name string) ([]string, error) {
 	out := make([]string, len(dirs))
 	for i, dir := range dirs {
-		f, err := os.Open(filepath.Join(dir, synth.ExecutionsFile))
+		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {
-			return nil, invalid(fmt.Errorf("distill.synth[%d]: %w", i, err))
+			return nil, invalid(fmt.Errorf("%s[%d]: %w", field, i, err))
 		}
 		h := sha256.New()
 		_, err = io.Copy(h, f)
 		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("distill.synth[%d]: %w", i, err)
+			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
 		}
 		out[i] = dir + " " + hex.EncodeToString(h.Sum(nil))
 	}
@@ -592,17 +605,42 @@ func (p *runner) register(src string, rec guideline.Record) (compiled, error) {
 	return c, nil
 }
 
+// stagedRollout is a rollout of the run with its stage's inputs.
+type stagedRollout struct {
+	*rollout.Result
+	inputs rolloutInputs
+}
+
+// rolloutInputs are a rollout stage's inputs. The agent's fingerprint names
+// the environment's settings, the strategy with its parameters and
+// guidelines, the limits and the models; the tasks are named by content.
+type rolloutInputs struct {
+	Agent rollout.Fingerprint `json:"agent"`
+	Tasks string              `json:"tasks"`
+}
+
+// rolloutName names a rollout in the inputs of a stage that reads its
+// trajectories: what it was made from (its stage's inputs, so a change of
+// environment, strategy, model or task that leaves the outcomes alone
+// still changes the trajectories' name) and what happened in it.
+type rolloutName struct {
+	Inputs  rolloutInputs `json:"inputs"`
+	Outcome string        `json:"outcome"`
+}
+
+func (r *stagedRollout) name() rolloutName {
+	return rolloutName{Inputs: r.inputs, Outcome: outcomeHash(r.Result)}
+}
+
 // rollout runs tasks with a strategy as a stage, or reuses it.
-func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks []env.Task) (*rollout.Result, error) {
+func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks []env.Task) (*stagedRollout, error) {
 	agent, err := p.newAgent(s, g)
 	if err != nil {
 		return nil, err
 	}
 	runner := p.rt.Runner(agent, name)
-	// The fingerprint names the environment's settings and the models;
-	// the tasks are named by content.
-	inputs := map[string]any{"agent": agent.Fingerprint(), "tasks": tasksHash(tasks)}
-	return stage(p.dir, p.meter, stageSpec[*rollout.Result]{
+	inputs := rolloutInputs{Agent: agent.Fingerprint(), Tasks: tasksHash(tasks)}
+	res, err := stage(p.dir, p.meter, stageSpec[*rollout.Result]{
 		name: name, inputs: inputs, store: p.store,
 		run: func(dir string) (*rollout.Result, map[string]float64, error) {
 			r, err := runner.RunDir(p.ctx, tasks, filepath.Join(dir, "rollout"))
@@ -621,6 +659,10 @@ func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks
 			return runner.RunDir(p.ctx, tasks, filepath.Join(dir, "rollout"))
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &stagedRollout{Result: res, inputs: inputs}, nil
 }
 
 // newAgent returns a metered agent compressing the optimized kind with g
@@ -676,16 +718,11 @@ func taskIDs(ts []env.Task) []string {
 }
 
 // step runs one UT or CO step: analysis, K candidates, selection.
-func (p *runner) step(round int, step string, parent compiled, base, cur *rollout.Result) (compiled, Decision, error) {
+func (p *runner) step(round int, step string, parent compiled, base, cur *stagedRollout) (compiled, Decision, error) {
 	name := fmt.Sprintf("r%d-%s", round, step)
-	inputs := map[string]any{
-		"parent": parent.rec.ID, "baseline": outcomeHash(base), "current": outcomeHash(cur),
-		"optimize": stepSettings(step, p.job.Optimize), "seed": p.job.Seed,
-		// A step rolls its candidates out, so it depends on what rollouts do.
-		"models": p.rt.ModelInputs(), "env": p.rt.Env.Settings(),
-	}
-	if len(p.job.Sources) > 0 {
-		inputs["sources"] = p.job.Sources
+	inputs, err := p.stepInputs(step, parent, base, cur)
+	if err != nil {
+		return compiled{}, Decision{}, err
 	}
 	dec, err := stage(p.dir, p.meter, stageSpec[Decision]{name: name, inputs: inputs, store: p.store, shared: []string{"guidelines"}, run: func(dir string) (Decision, map[string]float64, error) {
 		d, err := p.runStep(round, step, dir, parent, base, cur)
@@ -710,6 +747,29 @@ func (p *runner) step(round int, step string, parent compiled, base, cur *rollou
 	// The step was skipped: its winner was compiled by an earlier run.
 	c, err := p.register(src, rec)
 	return c, dec, err
+}
+
+// stepInputs are what a step's decision depends on.
+func (p *runner) stepInputs(step string, parent compiled, base, cur *stagedRollout) (map[string]any, error) {
+	inputs := map[string]any{
+		// The analyses read both rollouts' trajectories, and the candidates
+		// roll out like cur with their own guideline: cur's inputs name the
+		// environment's settings, the strategy's parameters, the other
+		// kind's guideline, the limits and the train tasks.
+		"parent": parent.rec.ID, "baseline": base.name(), "current": cur.name(),
+		"optimize": stepSettings(step, p.job.Optimize), "seed": p.job.Seed,
+		// Every role's model: the analyzer and the optimizer's too.
+		"models": p.rt.ModelInputs(),
+	}
+	if len(p.job.Sources) > 0 {
+		// Trajectories imported again since are other feedback.
+		hashes, err := fileHashes("sources", p.job.Sources, rollout.TrajectoriesFile)
+		if err != nil {
+			return nil, err
+		}
+		inputs["sources"] = hashes
+	}
+	return inputs, nil
 }
 
 // stepSettings are the optimize settings a step depends on: UT reads
@@ -738,7 +798,7 @@ func outcomeHash(r *rollout.Result) string {
 }
 
 // runStep runs one UT or CO step: analyse, propose, select.
-func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur *rollout.Result) (Decision, error) {
+func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur *stagedRollout) (Decision, error) {
 	dec := Decision{Step: step, Parent: parent.rec.ID, Rule: p.job.Optimize.Selection}
 	tasks, items, err := p.split(step, base, cur)
 	if err != nil {
@@ -774,11 +834,11 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 // tasks the baseline solves (ACON's I⁺) and analyses the contrastive pairs
 // of the rest; CO selects on a held-out part of the train split and
 // analyses the successful compressed runs of the rest.
-func (p *runner) split(step string, base, cur *rollout.Result) ([]env.Task, []contrastive.Pair, error) {
+func (p *runner) split(step string, base, cur *stagedRollout) ([]env.Task, []contrastive.Pair, error) {
 	opt := p.job.Optimize
 	var tasks []env.Task
 	if step == contrastive.StepUT {
-		tasks = holdout(baselineSuccesses(p.train, base), opt.UTHoldout, p.job.Seed)
+		tasks = holdout(baselineSuccesses(p.train, base.Result), opt.UTHoldout, p.job.Seed)
 	} else {
 		tasks = holdout(p.train, opt.COHoldout, p.job.Seed)
 	}
@@ -890,7 +950,7 @@ func (p *runner) propose(round int, step string, parent compiled, ok []contrasti
 
 // score rolls every valid candidate out on the selection tasks and scores
 // it and the parent there.
-func (p *runner) score(round int, step string, cur *rollout.Result, tasks []env.Task, cands []compiled, dec *Decision) error {
+func (p *runner) score(round int, step string, cur *stagedRollout, tasks []env.Task, cands []compiled, dec *Decision) error {
 	parentTr := pick(cur.Outcomes, tasks)
 	dec.Parent0 = p.objective(step, parentTr, parentTr)
 	for i := range dec.Candidates {

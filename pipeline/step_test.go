@@ -11,7 +11,6 @@ import (
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/contrastive"
 	"github.com/ctxopt/ctxopt/llm"
-	"github.com/ctxopt/ctxopt/rollout"
 )
 
 // stepFixture is a runner on a few train tasks with its baseline and
@@ -19,7 +18,7 @@ import (
 type stepFixture struct {
 	p         *runner
 	seed      compiled
-	base, cur *rollout.Result
+	base, cur *stagedRollout
 }
 
 func newStepFixture(t *testing.T, tasks int, edit func(*Job)) *stepFixture {
