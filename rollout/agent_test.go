@@ -308,56 +308,80 @@ func TestAgentInfraFailureIsRecorded(t *testing.T) {
 	}
 }
 
+// TestRunDirResumesAfterCrash resumes from the files a crash can leave:
+// the tasks whose records are whole are not run again, and the finished
+// file holds one record per task, in task order.
 func TestRunDirResumesAfterCrash(t *testing.T) {
 	tasks := []env.Task{testTask(), testTask(), testTask()}
 	for i := range tasks {
 		tasks[i].ID = fmt.Sprintf("t%d", i)
 	}
-	dir := filepath.Join(t.TempDir(), "out")
-	agent := &fakeAgent{need: 1}
-	r := &Runner{Agent: &Agent{Env: fakeEnv{obsWords: 3}, Model: agent, Tokenizer: testTokenizer(t)}, Concurrency: 2}
-
-	// A crash left one finished task and half a line.
-	first, err := r.Agent.Run(context.Background(), tasks[1])
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		// partial is the staged file, from the records of the tasks done.
+		partial func(done [][]byte) []byte
+		done    []int
+	}{
+		{"torn last line", func(d [][]byte) []byte { return append(append(d[0], '\n'), d[0][:len(d[0])/2]...) }, []int{1}},
+		// The last write stopped before the newline: the record is whole.
+		{"last record without its newline", func(d [][]byte) []byte { return append(append(d[0], '\n'), d[1]...) }, []int{2, 0}},
 	}
-	line, _ := json.Marshal(first)
-	if err := os.MkdirAll(dir+partialSuffix, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	partial := append(append(line, '\n'), line[:len(line)/2]...)
-	if err := os.WriteFile(filepath.Join(dir+partialSuffix, TrajectoriesFile), partial, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	before := agent.calls.Load()
-	res, err := r.RunDir(context.Background(), tasks, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Summary.ResumedTasks != 1 || res.Summary.Tasks != 3 {
-		t.Fatalf("summary %+v", res.Summary)
-	}
-	if got := agent.calls.Load() - before; got != 4 {
-		t.Fatalf("agent calls after resume = %d, want 4 (2 tasks × 2)", got)
-	}
-	trs, err := ReadTrajectories(filepath.Join(dir, TrajectoriesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, tr := range trs {
-		if tr.TaskID != tasks[i].ID {
-			t.Fatalf("record %d is %s, want %s (one per task, in order)", i, tr.TaskID, tasks[i].ID)
-		}
-	}
-	if _, err := os.Stat(dir + partialSuffix); !errors.Is(err, os.ErrNotExist) {
-		t.Fatal("staging dir left behind")
-	}
-	// Finished: a second run reuses it without calls.
-	before = agent.calls.Load()
-	res, err = r.RunDir(context.Background(), tasks, dir)
-	if err != nil || !res.Reused || agent.calls.Load() != before {
-		t.Fatalf("rerun: err=%v reused=%v", err, res.Reused)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			agent := &fakeAgent{need: 1}
+			r := &Runner{Agent: &Agent{Env: fakeEnv{obsWords: 3}, Model: agent, Tokenizer: testTokenizer(t)}, Concurrency: 2}
+			var done [][]byte
+			for _, i := range tc.done {
+				tr, err := r.Agent.Run(context.Background(), tasks[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				line, err := EncodeTrajectory(tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				done = append(done, line)
+			}
+			if err := os.MkdirAll(dir+partialSuffix, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir+partialSuffix, TrajectoriesFile), tc.partial(done), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := agent.calls.Load()
+			res, err := r.RunDir(context.Background(), tasks, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Summary.ResumedTasks != len(tc.done) || res.Summary.Tasks != 3 {
+				t.Fatalf("summary %+v, want %d of 3 tasks resumed", res.Summary, len(tc.done))
+			}
+			if got, want := agent.calls.Load()-before, int64(2*(3-len(tc.done))); got != want {
+				t.Fatalf("agent calls after resume = %d, want %d (2 per task left)", got, want)
+			}
+			trs, err := ReadTrajectories(filepath.Join(dir, TrajectoriesFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(trs) != len(tasks) {
+				t.Fatalf("%d records, want %d", len(trs), len(tasks))
+			}
+			for i, tr := range trs {
+				if tr.TaskID != tasks[i].ID {
+					t.Fatalf("record %d is %s, want %s (one per task, in order)", i, tr.TaskID, tasks[i].ID)
+				}
+			}
+			if _, err := os.Stat(dir + partialSuffix); !errors.Is(err, os.ErrNotExist) {
+				t.Fatal("staging dir left behind")
+			}
+			// Finished: a second run reuses it without calls.
+			before = agent.calls.Load()
+			res, err = r.RunDir(context.Background(), tasks, dir)
+			if err != nil || !res.Reused || agent.calls.Load() != before {
+				t.Fatalf("rerun: err=%v reused=%v", err, res.Reused)
+			}
+		})
 	}
 }
 

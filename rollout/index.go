@@ -87,38 +87,38 @@ func outcomeOfLine(line []byte) (Outcome, error) {
 	return o, nil
 }
 
-// scanOutcomes calls fn with the outcome of every complete record line of r
-// and its location, and returns the length of the prefix of r that holds
-// them: a trailing partial or unreadable line (a crash mid-write) ends the
-// scan.
-func scanOutcomes(r io.Reader, fn func(Outcome)) (int64, error) {
-	rd := bufio.NewReaderSize(r, 1<<20)
-	var good int64
-	var line []byte
+// readOutcomes calls fn with the outcome and location of every record of
+// the trajectories file r, named path, in file order. It reads as every
+// reader does: blank lines are skipped, a torn last line (jsonl.Torn) is
+// left out with a warning, and any other line that is not a record is a
+// DamagedError.
+func readOutcomes(r io.Reader, path string, fn func(Outcome)) error {
+	rd := jsonl.NewReader(r, path, RecordLimits)
+	var off int64
 	for {
-		chunk, err := rd.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > MaxRecordBytes {
-			return good, nil
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == nil {
-			o, derr := outcomeOfLine(line)
-			if derr != nil {
-				return good, nil
-			}
-			o.Offset, o.Length = good, int64(len(line))
-			fn(o)
-			good += int64(len(line))
-			line = line[:0]
-			continue
-		}
+		line, err := rd.Next()
 		if errors.Is(err, io.EOF) {
-			return good, nil
+			return nil
 		}
-		return good, err
+		if err != nil {
+			return err
+		}
+		n := int64(len(line))
+		if !rd.Unterminated() {
+			n++ // the newline
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			o, err := outcomeOfLine(line)
+			if err != nil {
+				if rd.SkipTorn(err) {
+					return nil
+				}
+				return &DamagedError{File: path, Line: rd.Line(), Err: err}
+			}
+			o.Offset, o.Length = off, n
+			fn(o)
+		}
+		off += n
 	}
 }
 
@@ -189,47 +189,10 @@ func indexRecords(dir string) ([]Outcome, error) {
 	}
 	defer f.Close()
 	var outs []Outcome
-	good, err := scanOutcomes(f, func(o Outcome) { outs = append(outs, o) })
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	last, err := tail(f, path, good, len(outs)+1)
-	if err != nil {
+	if err := readOutcomes(f, path, func(o Outcome) { outs = append(outs, o) }); err != nil {
 		return nil, err
-	}
-	if last != nil {
-		outs = append(outs, *last)
 	}
 	// A read-only directory is still read; it is indexed again next time.
 	_ = writeIndex(filepath.Join(dir, IndexFile), outs)
 	return outs, nil
-}
-
-// tail reads what follows the records of f that scanOutcomes read (up to
-// good), from line on: nothing; a last record without its newline, whose
-// outcome it returns; a torn last line, left out with a warning (see
-// jsonl); or a damaged line, an error naming it.
-func tail(f *os.File, path string, good int64, line int) (*Outcome, error) {
-	fi, err := f.Stat()
-	if err != nil || fi.Size() == good {
-		return nil, err
-	}
-	rest, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, good, fi.Size()-good), MaxRecordBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	bad, _, complete := bytes.Cut(rest, []byte("\n"))
-	o, derr := outcomeOfLine(bad)
-	switch {
-	case len(bad) > MaxRecordBytes || derr == nil && complete:
-		derr = fmt.Errorf("line longer than %d bytes", MaxRecordBytes)
-	case complete:
-	case derr == nil:
-		o.Offset, o.Length = good, int64(len(bad))
-		return &o, nil
-	default:
-		jsonl.WarnTorn(path, line, derr)
-		return nil, nil
-	}
-	return nil, fmt.Errorf("%s:%d: %w (a damaged record: delete the line, or remove the directory to run again)", path, line, derr)
 }

@@ -446,10 +446,26 @@ func join(parts []recPart, vars map[string]string, text func(int, string) (strin
 	return b.String(), nil
 }
 
+// DamagedError is a line of a trajectories file that is not a record and
+// not a torn last line (jsonl.Torn): damage, which readers report rather
+// than skip, and which a resumed rollout does not cut off (it would drop
+// the records after it).
+type DamagedError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("%s:%d: %v (a damaged record: delete the line to keep the records around it, or remove the directory to run it again)", e.File, e.Line, e.Err)
+}
+
+func (e *DamagedError) Unwrap() error { return e.Err }
+
 // Records yields the trajectories of a trajectories.jsonl file in file
 // order, one at a time, so a reader holds one record in memory. A bad line
-// ends the sequence with an error naming the file and line; a torn last
-// line (see jsonl) ends it with a warning.
+// ends the sequence with a DamagedError; a torn last line (see jsonl) ends
+// it with a warning.
 func Records(path string) iter.Seq2[*Trajectory, error] {
 	return func(yield func(*Trajectory, error) bool) {
 		f, err := os.Open(path)
@@ -471,7 +487,7 @@ func Records(path string) iter.Seq2[*Trajectory, error] {
 			t, err := DecodeTrajectory(line)
 			if err != nil {
 				if !rd.SkipTorn(err) {
-					yield(nil, fmt.Errorf("%s:%d: %w", path, rd.Line(), err))
+					yield(nil, &DamagedError{File: path, Line: rd.Line(), Err: err})
 				}
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -214,18 +215,37 @@ func TestRecordBadInput(t *testing.T) {
 	}
 }
 
-// TestTornLastRecord reads trajectories files ending in each way a file
-// that is appended to can end, with both readers: the records, and the
-// index that lists them.
-func TestTornLastRecord(t *testing.T) {
-	rec := func(id string) string {
-		b, err := EncodeTrajectory(&Trajectory{TaskID: id, Success: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
+// recordLine is the record of a successful trajectory of task id, without
+// its newline.
+func recordLine(t *testing.T, id string) string {
+	t.Helper()
+	b, err := EncodeTrajectory(&Trajectory{TaskID: id, Success: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	a, b := rec("a"), rec("b")
+	return string(b)
+}
+
+// writeLogged writes data as the trajectories file of dir and sends the
+// default logger's output to logs until the test ends.
+func writeLogged(t *testing.T, dir, data string) (path string, logs *bytes.Buffer) {
+	t.Helper()
+	path = filepath.Join(dir, TrajectoriesFile)
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs = &bytes.Buffer{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	return path, logs
+}
+
+// TestTornLastRecord reads trajectories files ending in each way a file
+// that is appended to can end, and damaged ones, with both readers: the
+// records, and the index that lists them. They must agree.
+func TestTornLastRecord(t *testing.T) {
+	a, b := recordLine(t, "a"), recordLine(t, "b")
 	tests := []struct {
 		name, file string
 		want       []string
@@ -234,25 +254,26 @@ func TestTornLastRecord(t *testing.T) {
 		wantErr string
 	}{
 		{"complete", a + "\n" + b + "\n", []string{"a", "b"}, 0, ""},
+		{"empty file", "", nil, 0, ""},
 		{"last record without its newline", a + "\n" + b, []string{"a", "b"}, 0, ""},
-		{"torn last line", a + "\n" + b + "\n" + rec("c")[:20], []string{"a", "b"}, 3, ""},
-		{"damaged line in the middle", a + "\n" + b[:20] + "\n" + rec("c") + "\n", nil, 0, TrajectoriesFile + ":2: "},
+		{"torn last line", a + "\n" + b + "\n" + recordLine(t, "c")[:20], []string{"a", "b"}, 3, ""},
+		{"damaged line in the middle", a + "\n" + b[:20] + "\n" + recordLine(t, "c") + "\n", nil, 0, TrajectoriesFile + ":2: "},
+		// Complete JSON is not a write cut short: damage, newline or not.
+		{"last line complete JSON but no record", a + "\n" + `{"format": 2}`, nil, 0, TrajectoriesFile + ":2: "},
+		{"blank line in the middle", a + "\n\n" + b + "\n", []string{"a", "b"}, 0, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path := filepath.Join(dir, TrajectoriesFile)
-			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var logs bytes.Buffer
-			defer slog.SetDefault(slog.Default())
-			slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+			path, logs := writeLogged(t, dir, tc.file)
 			trs, rerr := ReadTrajectories(path)
 			outs, ierr := ReadIndex(dir)
 			for reader, err := range map[string]error{"records": rerr, "index": ierr} {
 				if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 					t.Errorf("%s: error %v, want %q", reader, err, tc.wantErr)
+				}
+				if de := (*DamagedError)(nil); tc.wantErr != "" && (!errors.As(err, &de) || !strings.Contains(err.Error(), "delete the line")) {
+					t.Errorf("%s: error %v, want a DamagedError that says what to do", reader, err)
 				}
 			}
 			var ids, indexed []string

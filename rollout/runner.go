@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/progress"
 )
 
@@ -480,8 +481,11 @@ func readFinished(dir string, tasks []env.Task, fp Fingerprint) (*Result, error)
 	return &Result{Summary: sum, Outcomes: outs, Reused: true, Path: filepath.Join(dir, TrajectoriesFile)}, nil
 }
 
-// recoverPartial reads the outcomes of the complete lines of an interrupted
-// run and cuts off a trailing partial line.
+// recoverPartial returns the outcomes of the records an interrupted run
+// wrote to path and readies the file for appending (jsonl.Mend): a torn
+// last line is cut off, a last record without its newline is ended. A
+// damaged line is an error and the file is left as it was: cutting the
+// file there would drop the records after it.
 func recoverPartial(path string) (map[string]Outcome, error) {
 	done := map[string]Outcome{}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -492,12 +496,23 @@ func recoverPartial(path string) (map[string]Outcome, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer f.Close()
-	good, err := scanOutcomes(f, func(o Outcome) { done[o.TaskID] = o })
+	var last string
+	err = readOutcomes(f, path, func(o Outcome) {
+		done[o.TaskID] = o
+		last = o.TaskID
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
-	if err := f.Truncate(good); err != nil {
-		return nil, fmt.Errorf("truncate %s: %w", path, err)
+	line, cut, err := jsonl.Mend(f, RecordLimits)
+	if err != nil {
+		return nil, err
+	}
+	if line > 0 && !cut {
+		// writeFinal copies the record with the newline Mend added.
+		o := done[last]
+		o.Length++
+		done[last] = o
 	}
 	return done, nil
 }

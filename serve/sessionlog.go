@@ -53,15 +53,20 @@ func openSessionLog(cfg SessionLog, ttl time.Duration) (*sessionLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session_log.dir: %w", err)
 	}
-	// A server killed mid-write left a torn last line: cut off, or the
-	// next record would be glued to it and both lost to readers.
-	line, err := jsonl.CutTorn(f)
+	// A server killed mid-write may have left a last line without its
+	// newline: ended when it is a whole record, cut off when torn, or the
+	// next record would be glued to it and both lost to readers. Damage
+	// elsewhere is left for the readers to name.
+	line, cut, err := jsonl.Mend(f, rollout.RecordLimits)
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("session_log.dir: %w", err)
 	}
-	if line > 0 {
+	switch {
+	case cut:
 		slog.Warn("session log: cut off its torn last line (the server stopped mid-write)", "file", path, "line", line)
+	case line > 0:
+		slog.Info("session log: ended its last record with the newline it lacked", "file", path, "line", line)
 	}
 	return &sessionLog{ttl: ttl, redact: distill.NewRedactor(cfg.RedactEmails), now: time.Now, f: f, open: map[string]*openSession{}}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,54 +121,97 @@ func TestSessionLogIndexFollowsAppends(t *testing.T) {
 	}
 }
 
-// TestSessionLogCutsTornLine restarts serve on a session log that a crash
-// left with a torn last line: it is cut off with a warning naming the file
-// and line, and the sessions logged next are read back whole.
-func TestSessionLogCutsTornLine(t *testing.T) {
-	logs := &syncBuffer{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-	up := newRecUpstream(t, sim.Config{})
-	dir, _, _ := registry(t)
-	cfg := testConfig(t, up.url(), up.url(), dir)
-	cfg.SessionLog.Dir = t.TempDir()
-	logFile := filepath.Join(cfg.SessionLog.Dir, SessionLogFile)
+// TestSessionLogTail restarts serve on session logs a crash can leave,
+// and a damaged one: the last line is kept or cut off by the rule every
+// reader follows (jsonl.Torn), the session logged next is a line of its
+// own, and damage elsewhere is left for the readers to name.
+func TestSessionLogTail(t *testing.T) {
 	old, err := rollout.EncodeTrajectory(&rollout.Trajectory{TaskID: "before-the-crash", Split: SessionSplit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(logFile, append(append(old, '\n'), old[:len(old)/2]...), 0o600); err != nil {
-		t.Fatal(err)
+	line := func(b []byte) string { return string(b) + "\n" }
+	tests := []struct {
+		name, file string
+		// kept is the start of the file serve appends to; want, the
+		// sessions read back before the new one; torn, the line cut off
+		// with a warning; damaged, the line the readers name.
+		kept          string
+		want          []string
+		torn, damaged int
+	}{
+		{name: "empty file", file: "", kept: ""},
+		{name: "torn last line", file: line(old) + string(old[:len(old)/2]), kept: line(old), want: []string{"before-the-crash"}, torn: 2},
+		{name: "last record without its newline", file: string(old), kept: line(old), want: []string{"before-the-crash"}},
+		{name: "damaged line in the middle", file: line(old[:len(old)/2]) + line(old), kept: line(old[:len(old)/2]) + line(old), damaged: 1},
 	}
-	_, url, stop := launch(t, cfg)
-	resp, b := post(t, url+"/v1/chat/completions", toolConversation(5, "after"), nil)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderCompressed) != "true" {
-		t.Fatalf("status %d compressed %s: %s", resp.StatusCode, resp.Header.Get(HeaderCompressed), b)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if want := "file=" + logFile + " line=2"; !strings.Contains(logs.String(), want) {
-		t.Errorf("no warning naming %s: %s", want, logs.String())
-	}
-	trajs, err := rollout.ReadTrajectories(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outs, err := rollout.ReadIndex(cfg.SessionLog.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"before-the-crash", resp.Header.Get(HeaderSession)}
-	var got, indexed []string
-	for i := range trajs {
-		got = append(got, trajs[i].TaskID)
-	}
-	for _, o := range outs {
-		indexed = append(indexed, o.TaskID)
-	}
-	if !slices.Equal(got, want) || !slices.Equal(indexed, want) {
-		t.Errorf("records %v, index %v, want %v", got, indexed, want)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &syncBuffer{}
+			prev := slog.Default()
+			slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+			t.Cleanup(func() { slog.SetDefault(prev) })
+			up := newRecUpstream(t, sim.Config{})
+			dir, _, _ := registry(t)
+			cfg := testConfig(t, up.url(), up.url(), dir)
+			cfg.SessionLog.Dir = t.TempDir()
+			logFile := filepath.Join(cfg.SessionLog.Dir, SessionLogFile)
+			if err := os.WriteFile(logFile, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, url, stop := launch(t, cfg)
+			resp, b := post(t, url+"/v1/chat/completions", toolConversation(5, "after"), nil)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderCompressed) != "true" {
+				t.Fatalf("status %d compressed %s: %s", resp.StatusCode, resp.Header.Get(HeaderCompressed), b)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			warning := "file=" + logFile + " line=" + strconv.Itoa(tc.torn)
+			if warned := strings.Contains(logs.String(), "torn last line") && strings.Contains(logs.String(), warning); warned != (tc.torn > 0) {
+				t.Errorf("warning naming %s logged: %v, want %v: %s", warning, warned, tc.torn > 0, logs.String())
+			}
+			data, err := os.ReadFile(logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest, ok := strings.CutPrefix(string(data), tc.kept)
+			if !ok {
+				t.Fatalf("the log starts %q, want %q", data, tc.kept)
+			}
+			// The new session is one line of its own.
+			added, err := rollout.DecodeTrajectory([]byte(strings.TrimSuffix(rest, "\n")))
+			if err != nil || strings.Count(rest, "\n") != 1 || !strings.HasSuffix(rest, "\n") {
+				t.Fatalf("appended %q (%v), want one record line", rest, err)
+			}
+			if id := resp.Header.Get(HeaderSession); added.TaskID != id {
+				t.Errorf("appended session %s, want %s", added.TaskID, id)
+			}
+			trajs, rerr := rollout.ReadTrajectories(logFile)
+			outs, ierr := rollout.ReadIndex(cfg.SessionLog.Dir)
+			if tc.damaged > 0 {
+				want := SessionLogFile + ":" + strconv.Itoa(tc.damaged) + ": "
+				for reader, err := range map[string]error{"records": rerr, "index": ierr} {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("%s: error %v, want one naming %s", reader, err, want)
+					}
+				}
+				return
+			}
+			if rerr != nil || ierr != nil {
+				t.Fatalf("records: %v; index: %v", rerr, ierr)
+			}
+			want := append(tc.want, added.TaskID)
+			var got, indexed []string
+			for i := range trajs {
+				got = append(got, trajs[i].TaskID)
+			}
+			for _, o := range outs {
+				indexed = append(indexed, o.TaskID)
+			}
+			if !slices.Equal(got, want) || !slices.Equal(indexed, want) {
+				t.Errorf("records %v, index %v, want %v", got, indexed, want)
+			}
+		})
 	}
 }

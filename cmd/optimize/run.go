@@ -43,9 +43,11 @@ func runCommand() *cli.Command {
 func errorsIsBudget(err error) bool { return errors.Is(err, pipeline.ErrBudget) }
 
 // inputOr marks err as bad input when the pipeline says the user's input
-// caused it, or when --out holds other work.
+// caused it, when --out holds other work, or when a trajectories file there
+// is damaged.
 func inputOr(err error) error {
-	if errors.Is(err, pipeline.ErrInvalidInput) || errors.Is(err, rollout.ErrOtherRollout) {
+	var damaged *rollout.DamagedError
+	if errors.Is(err, pipeline.ErrInvalidInput) || errors.Is(err, rollout.ErrOtherRollout) || errors.As(err, &damaged) {
 		return badInput(err)
 	}
 	return err

@@ -3,18 +3,21 @@
 // over-long line is an error naming the file, the line and the limit, found
 // without holding more than the limit in memory.
 //
-// It also holds the format's rule for a torn line. Appends are
-// line-complete (one write per line, newline included), so a last line
-// without its newline is a write cut short (the writer was killed, or is
-// still writing): a reader leaves it out with a warning when it does not
-// decode, and a writer cuts it off before appending (CutTorn), so its
-// next line is not glued to it. A bad line that ends in a newline is
-// damage, an error naming the file and line.
+// It also holds the format's one rule for a torn line (Torn), which every
+// reader and writer of appended JSONL files follows. Appends are
+// line-complete (one write per line, newline included), so only the last
+// line can lack its newline. When it is complete JSON it is a record whose
+// newline was not written: readers keep it, and a writer ends it before
+// appending (Mend). When it is not, the write was cut short (the writer
+// was killed, or is still writing): readers leave it out with a warning
+// and a writer cuts it off, so its next line is not glued to it. Any other
+// bad line is damage, an error naming the file and line.
 package jsonl
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,15 +144,25 @@ func (r *Reader) NonBlank() ([]byte, error) {
 }
 
 // Unterminated reports whether the line Next returned last ended the file
-// without its newline: when it does not decode, it is a torn last line.
-// Readers that decode later than they read note it with the line.
+// without its newline. Torn says whether such a line is torn.
 func (r *Reader) Unterminated() bool { return r.unterminated }
+
+// Torn reports whether the line Next returned last is a torn last line
+// (see the package's Torn): readers that decode later than they read note
+// it with the line.
+func (r *Reader) Torn() bool { return r.unterminated && Torn(r.buf) }
+
+// Torn reports whether last, the final line of a file, which ends without
+// its newline, is a write cut short. Records are JSON objects written with
+// their newline in one write, and no cut-short object is complete JSON; a
+// last line that is complete JSON but not a valid record is damage.
+func Torn(last []byte) bool { return !json.Valid(last) }
 
 // SkipTorn reports whether the line Next returned last, which did not
 // decode (err), is a torn last line, and then logs that it is left out.
 // The caller stops reading before it; any other bad line is its error.
 func (r *Reader) SkipTorn(err error) bool {
-	if !r.unterminated {
+	if !r.Torn() {
 		return false
 	}
 	WarnTorn(r.name, r.line, err)
@@ -161,49 +174,56 @@ func WarnTorn(file string, line int, err error) {
 	slog.Warn("leaving out the torn last line of a JSONL file (a write cut short)", "file", file, "line", line, "err", err)
 }
 
-// CutTorn cuts off the torn last line of f, open for reading and writing
-// (the bytes after its last newline), and returns that line's number, or
-// 0 when the file ends in a newline.
-func CutTorn(f *os.File) (int, error) {
+// Mend readies f, a JSONL file open for reading and writing, for appending
+// (any file offset; O_APPEND or not). A last line without its newline is
+// ended with one when it is complete JSON and cut off when it is torn
+// (Torn), so the next line appended is a line of its own. It returns that
+// line's number, 0 when the file is empty or ends in a newline, and
+// whether the line was cut off. It reads f under lim only when the last
+// byte is not a newline; on an error f is left as it was.
+func Mend(f *os.File, lim Limits) (line int, cut bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, false, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
 	size := fi.Size()
 	if size == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
 	last := make([]byte, 1)
 	if _, err := f.ReadAt(last, size-1); err != nil {
-		return 0, fmt.Errorf("read %s: %w", f.Name(), err)
+		return 0, false, fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	if last[0] == '\n' {
-		return 0, nil
+		return 0, false, nil
 	}
-	// Torn: count the lines before it for the caller's message.
-	lines, end := 0, int64(0)
-	buf := make([]byte, 64<<10)
-	for off := int64(0); off < size; {
-		n, err := f.ReadAt(buf, off)
-		for p := 0; ; {
-			i := bytes.IndexByte(buf[p:n], '\n')
-			if i < 0 {
-				break
+	rd := NewReader(io.NewSectionReader(f, 0, size), f.Name(), lim)
+	var start int64 // where the line Next returns next begins
+	for {
+		l, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			// The unterminated last line comes before io.EOF.
+			return 0, false, fmt.Errorf("read %s: the file shrank while it was read", f.Name())
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		if !rd.Unterminated() {
+			start += int64(len(l)) + 1
+			continue
+		}
+		if rd.Torn() {
+			if err := f.Truncate(start); err != nil {
+				return 0, false, fmt.Errorf("truncate %s: %w", f.Name(), err)
 			}
-			p += i + 1
-			lines++
-			end = off + int64(p)
+			return rd.Line(), true, nil
 		}
-		off += int64(n)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return 0, fmt.Errorf("read %s: %w", f.Name(), err)
+		if _, err := f.Seek(0, io.SeekEnd); err != nil {
+			return 0, false, fmt.Errorf("write %s: %w", f.Name(), err)
 		}
-		if n == 0 {
-			break
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			return 0, false, fmt.Errorf("write %s: %w", f.Name(), err)
 		}
+		return rd.Line(), false, nil
 	}
-	if err := f.Truncate(end); err != nil {
-		return 0, fmt.Errorf("truncate %s: %w", f.Name(), err)
-	}
-	return lines + 1, nil
 }

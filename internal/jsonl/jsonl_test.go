@@ -84,6 +84,10 @@ func TestSkipTorn(t *testing.T) {
 		{"torn last line", "{}\n{}\n{\"a\":", 3, true},
 		{"damaged line in the middle", "{}\n{\"a\":\n{}\n", 2, false},
 		{"damaged last line with its newline", "{}\n{\"a\":\n", 2, false},
+		// Complete JSON is never a write cut short: it is damage even
+		// without its newline.
+		{"complete last line that does not decode", "{}\n{}\n[1]", 3, false},
+		{"torn last line that reads like a list", "{}\n{}\n[1,", 3, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,46 +116,73 @@ func TestSkipTorn(t *testing.T) {
 	}
 }
 
-func TestCutTorn(t *testing.T) {
-	long := strings.Repeat("{}\n", 40<<10) // past CutTorn's read buffer
+func TestMend(t *testing.T) {
+	long := strings.Repeat("{}\n", 40<<10) // past the Reader's read buffer
 	tests := []struct {
-		name, in, want string
-		line           int
+		name, in string
+		lim      Limits
+		// want is the file after Mend and an append of "{}\n"; line and
+		// cut what Mend returns.
+		want    string
+		line    int
+		cut     bool
+		wantErr string
 	}{
-		{"empty", "", "", 0},
-		{"complete", "{}\n{}\n", "{}\n{}\n", 0},
-		{"torn", "{}\n{}\n{\"a\":1", "{}\n{}\n", 3},
-		{"only a torn line", "{\"a\"", "", 1},
-		{"torn after a long file", long + "{\"a\"", long, 40<<10 + 1},
+		{name: "empty", in: "", want: "{}\n"},
+		{name: "complete", in: "{}\n{}\n", want: "{}\n{}\n{}\n"},
+		{name: "torn", in: "{}\n{}\n{\"a\":1", want: "{}\n{}\n{}\n", line: 3, cut: true},
+		{name: "only a torn line", in: "{\"a\"", want: "{}\n", line: 1, cut: true},
+		{name: "torn after a long file", in: long + "{\"a\"", want: long + "{}\n", line: 40<<10 + 1, cut: true},
+		{name: "last line without its newline", in: "{}\n{\"a\":1}", want: "{}\n{\"a\":1}\n{}\n", line: 2},
+		{name: "last line without its newline after a long file", in: long + "{\"a\":1} ", want: long + "{\"a\":1} \n{}\n", line: 40<<10 + 1},
+		// Damage that ends in a newline is the readers' to report: the
+		// writer leaves it.
+		{name: "damaged line in the middle", in: "{}\n{\"a\":\n{}\n", want: "{}\n{\"a\":\n{}\n{}\n"},
+		{name: "damaged line in the middle, torn last line", in: "{\"a\":\n{}\n{", want: "{\"a\":\n{}\n{}\n", line: 3, cut: true},
+		{name: "last line over the limit", in: "{}\n{\"a\":12345}", lim: Limits{Line: 8}, wantErr: "log.jsonl:2: line longer than the limit of 8 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "log.jsonl")
-			if err := os.WriteFile(path, []byte(tc.in), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			line, err := CutTorn(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if line != tc.line {
-				t.Errorf("cut line %d, want %d", line, tc.line)
-			}
-			// The next append starts a line of its own.
-			if _, err := f.WriteString("{}\n"); err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tc.want+"{}\n" {
-				t.Errorf("file after an append: %q, want %q", got, tc.want+"{}\n")
+			for _, flag := range []int{os.O_RDWR | os.O_APPEND, os.O_RDWR} {
+				if err := os.WriteFile(path, []byte(tc.in), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.OpenFile(path, flag, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				line, cut, err := Mend(f, tc.lim)
+				if tc.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("err %v, want %q", err, tc.wantErr)
+					}
+					if got, _ := os.ReadFile(path); string(got) != tc.in {
+						t.Errorf("file changed on an error: %q", got)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if line != tc.line || cut != tc.cut {
+					t.Errorf("flag %#x: line %d cut %v, want %d %v", flag, line, cut, tc.line, tc.cut)
+				}
+				// The next append starts a line of its own.
+				if _, err := f.Seek(0, io.SeekEnd); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteString("{}\n"); err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != tc.want {
+					t.Errorf("flag %#x: file after an append: %q, want %q", flag, got, tc.want)
+				}
 			}
 		})
 	}
