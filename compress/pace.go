@@ -3,7 +3,6 @@ package compress
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -106,10 +105,10 @@ var (
 
 func newPACE(p PACEParams, d Deps) (*pace, error) {
 	if d.Compressor == nil {
-		return nil, errors.New("strategy pace needs a compressor model (roles.compressor) for the chunk summaries")
+		return nil, fmt.Errorf("strategy pace needs a compressor model (roles.%s) for the chunk summaries", llm.RoleCompressor)
 	}
 	if d.Embedder == nil {
-		return nil, errors.New("strategy pace needs an embedder (roles.embedder) for the attention scorer")
+		return nil, fmt.Errorf("strategy pace needs an embedder (roles.%s) for the attention scorer", llm.RoleEmbedder)
 	}
 	return &pace{p: p, tok: d.Tokenizer, llm: d.Compressor, emb: d.Embedder, sums: map[string]paceSummary{}, headerTok: d.Tokenizer.Count(paceHeader)}, nil
 }

@@ -129,7 +129,7 @@ func New(name Name, p Params, d Deps) (*Strategy, error) {
 		r := &retrieval{p: p.Retrieval, tok: d.Tokenizer}
 		if p.Retrieval.Embeddings {
 			if d.Embedder == nil {
-				return nil, fmt.Errorf("strategy retrieval: compression.retrieval.embeddings needs an embedder (roles.embedder)")
+				return nil, fmt.Errorf("strategy retrieval: compression.retrieval.embeddings needs an embedder (roles.%s)", llm.RoleEmbedder)
 			}
 			r.emb = d.Embedder
 			s.CallsEmbedder = true

@@ -15,18 +15,14 @@ import (
 	"github.com/ctxopt/ctxopt/templates"
 )
 
-// OfficeOptions configure the office environment.
-type OfficeOptions struct {
-	// StepLimit is the step budget of an episode, enforced by the caller;
-	// 0 means 30.
-	StepLimit int
-}
-
 // Office is an OfficeBench-like environment (docs/office-environment.md):
 // tasks across an email client, a calendar, files with spreadsheets and a
 // contact book, each with an explicit plan and deterministic checks of the
 // final state. Application replies are long; later plan steps need facts
-// that only earlier replies show. It is safe for concurrent use.
+// that only earlier replies show. It is safe for concurrent use. Like every
+// environment it leaves the step limit to the agent loop
+// (rollout.Agent.StepLimit), which ends an episode at the limit with
+// Finish.
 type Office struct {
 	tasks   map[string][]OfficeTask
 	byID    map[string]*OfficeTask
@@ -107,10 +103,7 @@ func (c OfficeCall) String() string {
 var officeApps = map[string]bool{"calendar": true, "sent": true, "files": true}
 
 // NewOffice loads the bundled office dataset.
-func NewOffice(opts OfficeOptions) (*Office, error) {
-	if opts.StepLimit < 0 {
-		return nil, fmt.Errorf("office: step_limit must not be negative, got %d", opts.StepLimit)
-	}
+func NewOffice() (*Office, error) {
 	d := dataset{fsys: datasets.Office(), display: func(name string) string { return "datasets/office/" + name }, limits: DefaultLimits, sum: sha256.New()}
 	o := &Office{tasks: map[string][]OfficeTask{}, byID: map[string]*OfficeTask{}}
 	seen := map[string]bool{}

@@ -63,7 +63,7 @@ func playPlan(t *testing.T, o *Office, task Task, wrong bool) (Score, *officeEpi
 }
 
 func TestOffice(t *testing.T) {
-	o, err := NewOffice(OfficeOptions{})
+	o, err := NewOffice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestOffice(t *testing.T) {
 // TestOfficeLongOutputs: the replies later steps depend on are long, so
 // compression fires on them.
 func TestOfficeLongOutputs(t *testing.T) {
-	o, err := NewOffice(OfficeOptions{})
+	o, err := NewOffice()
 	if err != nil {
 		t.Fatal(err)
 	}

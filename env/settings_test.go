@@ -50,7 +50,7 @@ func TestQASettings(t *testing.T) {
 
 // TestOfficeSettings names the bundled dataset's version and content.
 func TestOfficeSettings(t *testing.T) {
-	o, err := NewOffice(OfficeOptions{})
+	o, err := NewOffice()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,6 +220,7 @@ func eachLine(r io.Reader, name string, fn func(n int, line []byte) error) error
 
 // call is one logged chat call.
 type call struct {
+	// purpose is the role the call was made for: agent or compressor.
 	session, purpose, kind, model string
 	// anonymous is set when the log names no session.
 	anonymous bool
@@ -281,15 +282,15 @@ func parseCall(line []byte, m Mapping) (call, error) {
 		c.session, c.anonymous = openingHash(c.messages), true
 	}
 	switch p := strings.ToLower(get(line, m.Purpose).String()); p {
-	case "agent", "compressor":
+	case llm.RoleAgent, llm.RoleCompressor:
 		c.purpose = p
 	case "summarizer", "summary":
-		c.purpose = "compressor"
+		c.purpose = llm.RoleCompressor
 	case "":
 		// Agents call with tools; a call without them is a compression.
-		c.purpose = map[bool]string{true: "agent", false: "compressor"}[c.tools]
+		c.purpose = map[bool]string{true: llm.RoleAgent, false: llm.RoleCompressor}[c.tools]
 	default:
-		return c, fmt.Errorf("purpose %q at %q: want agent or compressor", p, m.Purpose)
+		return c, fmt.Errorf("purpose %q at %q: want %s or %s", p, m.Purpose, llm.RoleAgent, llm.RoleCompressor)
 	}
 	c.kind = get(line, m.Kind).String()
 	if c.kind == "" {
@@ -368,7 +369,7 @@ type anonTask struct{ session, task string }
 // whose task the compressor prompt quotes (a summary prompt renders the
 // task), else its own.
 func (idx *sessionIndex) attribute(c call) string {
-	if c.purpose == "agent" {
+	if c.purpose == llm.RoleAgent {
 		if task := firstUser(c.messages); task != "" && !slices.ContainsFunc(idx.tasks, func(t anonTask) bool { return t.session == c.session }) {
 			idx.tasks = append(idx.tasks, anonTask{c.session, task})
 		}
@@ -506,7 +507,7 @@ func buildTrajectory(session string, calls []call, red *redactor) *rollout.Traje
 		if c.success != nil {
 			t.Success = *c.success
 		}
-		if c.purpose == "agent" {
+		if c.purpose == llm.RoleAgent {
 			agentCalls = append(agentCalls, c)
 		}
 	}
@@ -530,7 +531,7 @@ func buildTrajectory(session string, calls []call, red *redactor) *rollout.Traje
 	step := 0
 	for _, c := range calls {
 		met.LLMCalls++
-		if c.purpose == "compressor" {
+		if c.purpose == llm.RoleCompressor {
 			met.CompressorCalls++
 			met.CompressorInputTokens += c.usage.PromptTokens
 			met.CompressorOutputTokens += c.usage.CompletionTokens

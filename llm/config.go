@@ -16,6 +16,21 @@ const (
 	DefaultMaxRetries  = 5
 )
 
+// The roles of a job, each with its own endpoint (a RoleConfig) and
+// client. Their names are the keys of a job's roles section and name the
+// roles in statistics, usage tables, reports and error messages; the
+// requests of each role carry the Purpose of the same name (the optimizer
+// also sends PurposeAnalyzer requests).
+const (
+	RoleAgent      = "agent"
+	RoleCompressor = "compressor"
+	RoleOptimizer  = "optimizer"
+	RoleJudge      = "judge"
+	RoleEmbedder   = "embedder"
+	// RoleGenerator writes synthetic workflows (PAACE-Syn).
+	RoleGenerator = "generator"
+)
+
 // RoleConfig configures the endpoint and sampling of one role (agent,
 // compressor, ...). The API key never appears here: KeyEnv names the
 // environment variable that holds it.

@@ -13,14 +13,15 @@ import (
 type Purpose string
 
 const (
-	PurposeAgent      Purpose = "agent"
-	PurposeCompressor Purpose = "compressor"
-	PurposeAnalyzer   Purpose = "analyzer"
-	PurposeOptimizer  Purpose = "optimizer"
-	PurposeJudge      Purpose = "judge"
-	PurposeEmbedder   Purpose = "embedder"
+	PurposeAgent      Purpose = RoleAgent
+	PurposeCompressor Purpose = RoleCompressor
+	// PurposeAnalyzer asks the optimizer role for an analysis.
+	PurposeAnalyzer  Purpose = "analyzer"
+	PurposeOptimizer Purpose = RoleOptimizer
+	PurposeJudge     Purpose = RoleJudge
+	PurposeEmbedder  Purpose = RoleEmbedder
 	// PurposeGenerator writes synthetic workflows (PAACE-Syn).
-	PurposeGenerator Purpose = "generator"
+	PurposeGenerator Purpose = RoleGenerator
 )
 
 // RoleHeader carries the Purpose of a request.

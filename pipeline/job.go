@@ -108,7 +108,7 @@ func (r *Roles) each(f func(name string, c *llm.RoleConfig) error) error {
 	for _, x := range []struct {
 		name string
 		c    *llm.RoleConfig
-	}{{"agent", &r.Agent}, {"compressor", &r.Compressor}, {"optimizer", &r.Optimizer}, {"judge", &r.Judge}, {"embedder", &r.Embedder}, {"generator", &r.Generator}} {
+	}{{llm.RoleAgent, &r.Agent}, {llm.RoleCompressor, &r.Compressor}, {llm.RoleOptimizer, &r.Optimizer}, {llm.RoleJudge, &r.Judge}, {llm.RoleEmbedder, &r.Embedder}, {llm.RoleGenerator, &r.Generator}} {
 		if err := f(x.name, x.c); err != nil {
 			return err
 		}
@@ -321,7 +321,7 @@ func (j *Job) applyDefaults() {
 		j.Env.TopK = 3
 	}
 	if j.Env.StepLimit == 0 {
-		j.Env.StepLimit = 30
+		j.Env.StepLimit = rollout.DefaultStepLimit
 	}
 	seed := j.Seed
 	_ = j.Roles.each(func(name string, c *llm.RoleConfig) error {
@@ -420,7 +420,7 @@ func (j *Job) explicitZero(field string) bool { return j.keys.Zero(field) }
 // compressor compresses, the optimizer writes guideline candidates). It
 // only checks job files; reports name the roles a piece of work really
 // called (roles.go).
-var requiredRoles = []string{synth.RoleAgent, synth.RoleCompressor, synth.RoleOptimizer}
+var requiredRoles = []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleOptimizer}
 
 // Limits on counts: beyond them a job is a typo, not a plan.
 const (

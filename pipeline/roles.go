@@ -2,8 +2,8 @@ package pipeline
 
 import (
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/report"
-	"github.com/ctxopt/ctxopt/synth"
 )
 
 // The model notice of a report names the roles the embedded model played
@@ -22,19 +22,19 @@ func (rt *Runtime) use(name string) report.Use {
 // compressor at compressorURL (an eval candidate's own endpoint, "" for the
 // job's) is the embedded model when that URL says so.
 func (rt *Runtime) agentUses(s *compress.Strategy, compressorURL string) []report.Use {
-	out := []report.Use{rt.use(synth.RoleAgent)}
+	out := []report.Use{rt.use(llm.RoleAgent)}
 	if s == nil {
 		return out
 	}
 	if s.CallsCompressor {
-		u := rt.use(synth.RoleCompressor)
+		u := rt.use(llm.RoleCompressor)
 		if compressorURL != "" {
 			u.Embedded = compressorURL == Embedded
 		}
 		out = append(out, u)
 	}
 	if s.CallsEmbedder {
-		out = append(out, rt.use(synth.RoleEmbedder))
+		out = append(out, rt.use(llm.RoleEmbedder))
 	}
 	return out
 }
@@ -43,7 +43,7 @@ func (rt *Runtime) agentUses(s *compress.Strategy, compressorURL string) []repor
 // embedded model answers it; synth's summaries name those called.
 func (rt *Runtime) SynthEmbedded() map[string]bool {
 	out := map[string]bool{}
-	for _, r := range []string{synth.RoleAgent, synth.RoleCompressor, synth.RoleJudge, synth.RoleEmbedder, synth.RoleGenerator, synth.RoleOptimizer} {
+	for _, r := range []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleJudge, llm.RoleEmbedder, llm.RoleGenerator, llm.RoleOptimizer} {
 		out[r] = rt.use(r).Embedded
 	}
 	return out

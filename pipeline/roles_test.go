@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/sim"
 	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/rollout"
@@ -82,5 +85,40 @@ func TestEvaluateNamesEmbeddedRoles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRoleNamesAreTheJobKeys: the names Roles.each gives (llm.Role*) are
+// the keys of a job file's roles section, each naming its own field: the
+// yaml tags of Roles are the one other spelling of the role names.
+func TestRoleNamesAreTheJobKeys(t *testing.T) {
+	var r Roles
+	var names []string
+	_ = r.each(func(name string, c *llm.RoleConfig) error {
+		c.Model = "model-of-" + name
+		names = append(names, name)
+		return nil
+	})
+	b, err := yaml.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]struct {
+		Model string `yaml:"model"`
+	}
+	if err := yaml.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(names) {
+		t.Errorf("the roles section has %d keys, each names %d roles: %v", len(keys), len(names), names)
+	}
+	for _, name := range names {
+		if got := keys[name].Model; got != "model-of-"+name {
+			t.Errorf("roles.%s holds the model %q, want that of role %s", name, got, name)
+		}
+	}
+	want := []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleOptimizer, llm.RoleJudge, llm.RoleEmbedder, llm.RoleGenerator}
+	if !slices.Equal(names, want) {
+		t.Errorf("each names %v, want %v", names, want)
 	}
 }

@@ -303,7 +303,7 @@ func (p *runner) run() (*RunSummary, error) {
 	sum := &RunSummary{Job: job.Name, Kind: string(p.kind)}
 	p.uses = nil // a retry builds its agents again
 	if job.Optimize.Rounds > 0 {
-		p.uses = append(p.uses, p.rt.use(synth.RoleOptimizer))
+		p.uses = append(p.uses, p.rt.use(llm.RoleOptimizer))
 	}
 	sum.Projected = Project(job, len(p.train))
 	sum.Projected.Log()
@@ -926,7 +926,7 @@ func (p *runner) propose(round int, step string, parent compiled, ok []contrasti
 		}
 		reg, err := p.register(src, guideline.Record{
 			Kind: p.kind, Parent: parent.rec.ID, Round: round, Step: step,
-			FeedbackIDs: c.FeedbackIDs, Source: "optimizer",
+			FeedbackIDs: c.FeedbackIDs, Source: llm.RoleOptimizer,
 		})
 		if err != nil {
 			return nil, err

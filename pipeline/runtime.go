@@ -38,7 +38,7 @@ func openEnv(ctx context.Context, spec EnvSpec) (Environment, error) {
 	case EnvHTTP:
 		return env.NewHTTP(ctx, *spec.HTTP, distill.NewRedactor(false))
 	case EnvOffice:
-		return env.NewOffice(env.OfficeOptions{StepLimit: spec.StepLimit})
+		return env.NewOffice()
 	}
 	return env.NewQA(env.QAOptions{Dir: spec.Dataset, TopK: spec.TopK, QuestionsPerTask: spec.QuestionsPerTask, SearchBudget: spec.SearchBudget, Limits: spec.DatasetLimits()})
 }
@@ -99,8 +99,8 @@ func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 		}
 	}
 	clients := map[string]**llm.Client{
-		"agent": &rt.Agent, "compressor": &rt.Compressor, "optimizer": &rt.Optimizer,
-		"judge": &rt.Judge, "embedder": &rt.Embedder, "generator": &rt.Generator,
+		llm.RoleAgent: &rt.Agent, llm.RoleCompressor: &rt.Compressor, llm.RoleOptimizer: &rt.Optimizer,
+		llm.RoleJudge: &rt.Judge, llm.RoleEmbedder: &rt.Embedder, llm.RoleGenerator: &rt.Generator,
 	}
 	err = roles.each(func(name string, c *llm.RoleConfig) error {
 		cl, err := llm.NewClient(name, *c, rt.cache)
@@ -160,7 +160,7 @@ func (rt *Runtime) ModelInputs() any {
 // rolloutRoles are the roles a rollout calls: the agent, and the
 // compressor and embedder its strategy may call. A rollout does not
 // depend on the others (a new optimizer re-runs no baseline).
-var rolloutRoles = map[string]bool{"agent": true, "compressor": true, "embedder": true}
+var rolloutRoles = map[string]bool{llm.RoleAgent: true, llm.RoleCompressor: true, llm.RoleEmbedder: true}
 
 // rolloutModels is Agent.Models of an agent whose compressor is
 // configured as compressor (the job's, or an evaluation candidate's).
@@ -200,7 +200,7 @@ func (rt *Runtime) CompressorAt(ctx context.Context, baseURL, model string) (*ll
 	if err := rt.resolveEmbedded(ctx, &c); err != nil {
 		return nil, err
 	}
-	cl, err := llm.NewClient("compressor", c, rt.cache)
+	cl, err := llm.NewClient(llm.RoleCompressor, c, rt.cache)
 	if err != nil {
 		return nil, invalid(fmt.Errorf("compressor %s: %w", baseURL, err))
 	}

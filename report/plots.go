@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/llm"
 )
 
 // The plots are SVG written here, by hand: the same file is linked from
@@ -301,7 +302,7 @@ func TokenCosts(res *eval.Result) Plot {
 			lo, v    float64
 			fill     string
 			fillOpac float64
-		}{{"agent", 0, ag, color(i), 1}, {"compressor", ag, co, color(i), 0.45}} {
+		}{{llm.RoleAgent, 0, ag, color(i), 1}, {llm.RoleCompressor, ag, co, color(i), 0.45}} {
 			fmt.Fprintf(&b, `<rect class="point" data-candidate="%s" data-role="%s" data-tokens="%.1f" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%.2f" stroke="%s"><title>%s: %s %.0f tokens per task</title></rect>`,
 				html.EscapeString(a.Name), part.role, part.v, x, f.Y(part.lo+part.v), w, f.Y(part.lo)-f.Y(part.lo+part.v), part.fill, part.fillOpac, part.fill,
 				html.EscapeString(a.Name), part.role, part.v)

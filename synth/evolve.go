@@ -369,9 +369,9 @@ func (ev *evolution) record(r childRecord) error {
 }
 
 func (ev *evolution) addOptimizerUsage(u RoleUsage) {
-	t := ev.sum.Usage[RoleOptimizer]
+	t := ev.sum.Usage[llm.RoleOptimizer]
 	t.add(u)
-	ev.sum.Usage[RoleOptimizer] = t
+	ev.sum.Usage[llm.RoleOptimizer] = t
 }
 
 // score runs every member not yet scored on the sample.
@@ -537,7 +537,7 @@ func (ev *evolution) child(ctx context.Context, g, i int, pop []Member) (Member,
 	jr := childRecord{Generation: g, Child: i, Request: reqHash, Step: step, Parents: parents,
 		Usage: RoleUsage{Calls: 1, TokensIn: resp.Usage.PromptTokens, TokensOut: resp.Usage.CompletionTokens, CostUSD: costOf(ev.Optimizer, resp.Usage)}}
 	ev.addOptimizerUsage(jr.Usage)
-	rec, t, err := ev.Registry.Put(guideline.Record{Kind: guideline.KindHistory, Parent: a.ID, Parents: parentsList(parents), Round: g, Step: step, Source: "optimizer"}, normalizeSource(string(stripFence(resp.Message.Content))))
+	rec, t, err := ev.Registry.Put(guideline.Record{Kind: guideline.KindHistory, Parent: a.ID, Parents: parentsList(parents), Round: g, Step: step, Source: llm.RoleOptimizer}, normalizeSource(string(stripFence(resp.Message.Content))))
 	if err != nil {
 		return Member{}, nil, err
 	}

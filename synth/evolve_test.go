@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/templates"
 )
 
@@ -86,7 +87,7 @@ func TestEvolve(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, EvolutionFile)); err != nil || json.Unmarshal(b, &onDisk) != nil || onDisk.Best.ID != sum.Best.ID {
 		t.Fatalf("evolution.json: %v", err)
 	}
-	if sum.Usage[RoleOptimizer].Calls == 0 {
+	if sum.Usage[llm.RoleOptimizer].Calls == 0 {
 		t.Fatalf("usage %+v", sum.Usage)
 	}
 	// A re-run scores nothing again, replays the optimizer's children

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/llm"
 )
 
 // A run's summary names the roles the embedded model answered among those
@@ -26,7 +28,7 @@ func TestRunNamesEmbeddedRoles(t *testing.T) {
 	if err := os.WriteFile(bare, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	every := map[string]bool{RoleAgent: true, RoleCompressor: true, RoleJudge: true, RoleEmbedder: true, RoleGenerator: true, RoleOptimizer: true}
+	every := map[string]bool{llm.RoleAgent: true, llm.RoleCompressor: true, llm.RoleJudge: true, llm.RoleEmbedder: true, llm.RoleGenerator: true, llm.RoleOptimizer: true}
 	tests := []struct {
 		name     string
 		wfs      string
@@ -35,12 +37,12 @@ func TestRunNamesEmbeddedRoles(t *testing.T) {
 		roles    []string
 		line     string // in the printed summary; "" none
 	}{
-		{name: "embedded generator and judge", wfs: wfs, embedded: map[string]bool{RoleGenerator: true, RoleJudge: true},
-			roles: []string{RoleGenerator, RoleJudge}, line: "(models: mixed; the embedded offline model, not a real LLM, as generator, judge; real models otherwise)"},
+		{name: "embedded generator and judge", wfs: wfs, embedded: map[string]bool{llm.RoleGenerator: true, llm.RoleJudge: true},
+			roles: []string{llm.RoleGenerator, llm.RoleJudge}, line: "(models: mixed; the embedded offline model, not a real LLM, as generator, judge; real models otherwise)"},
 		{name: "every role embedded", wfs: wfs, embedded: every, all: true,
-			roles: []string{RoleAgent, RoleCompressor, RoleEmbedder, RoleGenerator, RoleJudge}, line: "(models: the embedded offline model, not a real LLM)"},
-		{name: "generator not called", wfs: bare, embedded: map[string]bool{RoleGenerator: true, RoleJudge: true},
-			roles: []string{RoleJudge}, line: "as judge; real models otherwise)"},
+			roles: []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleEmbedder, llm.RoleGenerator, llm.RoleJudge}, line: "(models: the embedded offline model, not a real LLM)"},
+		{name: "generator not called", wfs: bare, embedded: map[string]bool{llm.RoleGenerator: true, llm.RoleJudge: true},
+			roles: []string{llm.RoleJudge}, line: "as judge; real models otherwise)"},
 		{name: "real models only", wfs: wfs, embedded: map[string]bool{}},
 	}
 	dirs := map[string]string{}

@@ -182,16 +182,6 @@ func (u *RoleUsage) add(o RoleUsage) {
 	u.CostUSD += o.CostUSD
 }
 
-// Roles of the usage table.
-const (
-	RoleAgent      = "agent"
-	RoleCompressor = "compressor"
-	RoleJudge      = "judge"
-	RoleEmbedder   = "embedder"
-	RoleGenerator  = "generator"
-	RoleOptimizer  = "optimizer"
-)
-
 // Execute runs w with full memory and with the teacher, and applies the
 // acceptance filter. Errors are those that make every workflow fail
 // (cancelled context, an endpoint that stayed down).
@@ -231,16 +221,16 @@ func (x *Executor) execute(ctx context.Context, w *Workflow, rec *recorder, ex *
 		return nil, nil, fmt.Errorf("workflow %s: %s: %w", w.ID, tr.InfraErr, llm.ErrUnavailable)
 	}
 	m := tr.Metrics
-	agent := ex.Usage[RoleAgent]
+	agent := ex.Usage[llm.RoleAgent]
 	agent.add(RoleUsage{Calls: m.AgentCalls + m.ReaskedCalls, TokensIn: m.AgentInputTokens + m.ReaskedInputTokens, TokensOut: m.AgentOutputTokens + m.ReaskedOutputTokens})
-	comp := ex.Usage[RoleCompressor]
+	comp := ex.Usage[llm.RoleCompressor]
 	for _, ev := range tr.Events {
 		comp.add(RoleUsage{Calls: ev.Calls, TokensIn: ev.Usage.PromptTokens, TokensOut: ev.Usage.CompletionTokens, CostUSD: ev.CostUSD})
 	}
 	agent.CostUSD += m.CostUSD - sumCost(tr.Events)
-	ex.Usage[RoleAgent] = agent
+	ex.Usage[llm.RoleAgent] = agent
 	if comp.Calls > 0 {
-		ex.Usage[RoleCompressor] = comp
+		ex.Usage[llm.RoleCompressor] = comp
 	}
 	return &Outcome{Output: FinalOutput(w, tr.Score), Success: tr.Success, AgentCalls: m.AgentCalls, PeakTokens: m.PeakTokens, StepLimit: tr.StepLimit}, tr, nil
 }
@@ -293,7 +283,7 @@ func (x *Executor) accept(ctx context.Context, w *Workflow, ex *Execution) error
 	if len(vecs) != 2 || len(vecs[0]) != len(vecs[1]) || len(vecs[0]) == 0 {
 		return fmt.Errorf("workflow %s: the embedder returned %d vectors for 2 texts, or vectors of different sizes", w.ID, len(vecs))
 	}
-	ex.Usage[RoleEmbedder] = RoleUsage{Calls: 1, TokensIn: u.PromptTokens, CostUSD: costOf(x.Embedder, u)}
+	ex.Usage[llm.RoleEmbedder] = RoleUsage{Calls: 1, TokensIn: u.PromptTokens, CostUSD: costOf(x.Embedder, u)}
 	ex.Similarity = round6(cosine(vecs[0], vecs[1]))
 	if ex.Similarity < x.Threshold {
 		ex.Rejections = append(ex.Rejections, Rejection{TestSimilarity, fmt.Sprintf("cosine %.4f < threshold %.4g", ex.Similarity, x.Threshold)})
@@ -350,9 +340,9 @@ func (x *Executor) judge(ctx context.Context, w *Workflow, full, comp string, ca
 	if err != nil {
 		return Verdict{}, fmt.Errorf("workflow %s: judge: %w", w.ID, err)
 	}
-	ju := ex.Usage[RoleJudge]
+	ju := ex.Usage[llm.RoleJudge]
 	ju.add(RoleUsage{Calls: 1, TokensIn: resp.Usage.PromptTokens, TokensOut: resp.Usage.CompletionTokens, CostUSD: costOf(x.Judge, resp.Usage)})
-	ex.Usage[RoleJudge] = ju
+	ex.Usage[llm.RoleJudge] = ju
 	v := Verdict{CandidateFirst: candFirst}
 	var reply struct {
 		Winner string `json:"winner"`
@@ -643,7 +633,7 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 	var gen RoleUsage
 	sum.Generated, gen = generation(filepath.Dir(opts.Workflows), sum.Read)
 	if gen.Calls > 0 {
-		sum.Usage[RoleGenerator] = gen
+		sum.Usage[llm.RoleGenerator] = gen
 	}
 	sum.EmbeddedModel, sum.EmbeddedRoles = embeddedUse(sum.Usage, x.Embedded)
 	b, err := json.MarshalIndent(sum, "", "  ")

@@ -127,7 +127,7 @@ func TestExecuteFollowsTheWorkflow(t *testing.T) {
 	if len(ex.Judge) != 2 || ex.Judge[0].CandidateFirst == ex.Judge[1].CandidateFirst {
 		t.Fatalf("judge %+v: want both orders", ex.Judge)
 	}
-	for _, role := range []string{RoleAgent, RoleCompressor, RoleJudge, RoleEmbedder} {
+	for _, role := range []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleJudge, llm.RoleEmbedder} {
 		if ex.Usage[role].Calls == 0 {
 			t.Fatalf("usage %+v: no %s call", ex.Usage, role)
 		}

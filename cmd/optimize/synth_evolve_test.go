@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/synth"
 )
 
@@ -62,9 +63,9 @@ func TestSynthEvolveKilled(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	sum := readJSON[synth.EvolveSummary](t, filepath.Join(whole, synth.EvolutionFile))
-	if got, want := roleCalls(t, string(out), "optimizer"), sum.Usage[synth.RoleOptimizer].Calls-journaled; got != want {
+	if got, want := roleCalls(t, string(out), "optimizer"), sum.Usage[llm.RoleOptimizer].Calls-journaled; got != want {
 		t.Errorf("the re-run asked the optimizer %d times; want %d (%d of the search's %d children were journaled before the kill)\n%s",
-			got, want, journaled, sum.Usage[synth.RoleOptimizer].Calls, out)
+			got, want, journaled, sum.Usage[llm.RoleOptimizer].Calls, out)
 	}
 	resumed := 0
 	summaries, _ := filepath.Glob(filepath.Join(parts, synth.PromptsDir, "*", synth.RunSummaryFile))
