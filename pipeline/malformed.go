@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
 )
 
@@ -14,7 +15,9 @@ import (
 // that could not be used as asked, with the raw reply.
 const MalformedFile = "malformed.jsonl"
 
-// malformedLog appends records line by line; a crash leaves whole lines.
+// malformedLog appends records line by line, one write each; a torn last
+// line a crash left is cut off before the next run appends
+// (RecordMalformed).
 type malformedLog struct {
 	mu sync.Mutex
 	f  *os.File
@@ -37,9 +40,19 @@ func (l *malformedLog) write(m llm.MalformedReply) {
 // RecordMalformed makes every client append the malformed replies it sees
 // to path, instead of where an earlier call pointed them. Close stops it.
 func (rt *Runtime) RecordMalformed(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("malformed replies log: %w", err)
+	}
+	// A resumed run appends to the file: mend its last line first, or the
+	// next record would be glued to a torn one.
+	line, cut, err := jsonl.Mend(f, jsonl.Limits{})
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("malformed replies log: %w", err)
+	}
+	if cut {
+		slog.Warn("malformed replies log: cut off its torn last line (a run stopped mid-write)", "file", path, "line", line)
 	}
 	if rt.malformed != nil {
 		if err := rt.malformed.f.Close(); err != nil {

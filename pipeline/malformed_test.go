@@ -184,3 +184,51 @@ func TestFencedTemplate(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordMalformedMendsTail resumes the malformed replies log a killed
+// run left: the next record is a line of its own, after every whole one.
+func TestRecordMalformedMendsTail(t *testing.T) {
+	old := `{"role":"agent","purpose":"agent","kind":"no_tool_call","raw":"x"}`
+	tests := []struct {
+		name, file string
+		whole      int // records kept
+	}{
+		{"empty", "", 0},
+		{"complete", old + "\n", 1},
+		{"torn last line", old + "\n" + old[:20], 1},
+		{"last record without its newline", old + "\n" + old, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), MalformedFile)
+			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rt := &Runtime{}
+			if err := rt.RecordMalformed(path); err != nil {
+				t.Fatal(err)
+			}
+			rt.malformed.write(llm.MalformedReply{Role: "agent", Purpose: llm.PurposeAgent, Kind: "next", Raw: "y"})
+			if err := rt.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+			if len(lines) != tc.whole+1 || !strings.HasSuffix(string(data), "\n") {
+				t.Fatalf("log %q, want %d whole records and the new one", data, tc.whole)
+			}
+			for i, l := range lines {
+				var m llm.MalformedReply
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("line %d %q: %v", i+1, l, err)
+				}
+				if want := i == tc.whole; (m.Kind == "next") != want {
+					t.Errorf("line %d is %q", i+1, l)
+				}
+			}
+		})
+	}
+}

@@ -95,11 +95,7 @@ func outcomeOfLine(line []byte) (Outcome, error) {
 func readOutcomes(r io.Reader, path string, fn func(Outcome)) error {
 	rd := jsonl.NewReader(r, path, RecordLimits)
 	var off int64
-	for {
-		line, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
+	for line, err := range rd.All() {
 		if err != nil {
 			return err
 		}
@@ -120,6 +116,7 @@ func readOutcomes(r io.Reader, path string, fn func(Outcome)) error {
 		}
 		off += n
 	}
+	return nil
 }
 
 func writeIndex(path string, outs []Outcome) error {

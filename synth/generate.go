@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"github.com/sourcegraph/conc/stream"
 
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/progress"
 	"github.com/ctxopt/ctxopt/internal/splitmix"
 	"github.com/ctxopt/ctxopt/llm"
@@ -496,48 +496,52 @@ func writeLine(f *os.File, v any) error {
 	if err != nil {
 		return err
 	}
-	// One write per line: a kill leaves at most a partial last line, which
-	// the next run cuts off.
+	// One write per line: a kill leaves at most a torn last line, which the
+	// next run cuts off (openResumed).
 	if _, err := f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("write %s: %w", f.Name(), err)
 	}
 	return nil
 }
 
-// openResumed opens path for appending after reading each complete line
-// of what a previous run wrote through read. A partial last line (the
-// previous run was killed mid-write) is cut off.
+// openResumed opens path for appending after reading each line of what a
+// previous run wrote through read. A torn last line (the previous run was
+// killed mid-write; jsonl.Torn) is left out with a warning and cut off; a
+// last line that is whole but lacks its newline is read and ended.
 func openResumed(path string, read func(line []byte) error) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	br := bufio.NewReaderSize(f, 64<<10)
-	var good int64
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			break // line, if any, is partial
-		}
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if err := read(bytes.TrimSuffix(line, []byte("\n"))); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%w: %s:%d: %w (the file was not written by optimize synth; use another --out)", ErrForeignDir, path, n, err)
-		}
-		good += int64(len(line))
-	}
-	if err := f.Truncate(good); err != nil {
+	if err := readResumed(f, path, read); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("truncate %s: %w", path, err)
+		return nil, err
 	}
-	if _, err := f.Seek(good, io.SeekStart); err != nil {
+	if _, _, err := jsonl.Mend(f, jsonl.Limits{}); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("seek %s: %w", path, err)
 	}
 	return f, nil
+}
+
+func readResumed(f *os.File, path string, read func(line []byte) error) error {
+	rd := jsonl.NewReader(f, path, jsonl.Limits{})
+	for line, err := range rd.All() {
+		if err != nil {
+			return err
+		}
+		if err := read(line); err != nil {
+			if rd.SkipTorn(err) {
+				return nil
+			}
+			return fmt.Errorf("%w: %s:%d: %w (the file was not written by optimize synth; use another --out)", ErrForeignDir, path, rd.Line(), err)
+		}
+	}
+	return nil
 }
 
 // checkSettings records cfg in dir's file on the first run and refuses to

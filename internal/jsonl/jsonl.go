@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"os"
 )
@@ -129,6 +130,22 @@ func (r *Reader) fail(err error) error {
 	return err
 }
 
+// All yields the lines Next returns, as Next does, and ends at io.EOF;
+// another error is yielded last.
+func (r *Reader) All() iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for {
+			line, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if !yield(line, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
 // NonBlank returns the next line that is not blank, trimmed of surrounding
 // space, or io.EOF.
 func (r *Reader) NonBlank() ([]byte, error) {
@@ -199,12 +216,7 @@ func Mend(f *os.File, lim Limits) (line int, cut bool, err error) {
 	}
 	rd := NewReader(io.NewSectionReader(f, 0, size), f.Name(), lim)
 	var start int64 // where the line Next returns next begins
-	for {
-		l, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			// The unterminated last line comes before io.EOF.
-			return 0, false, fmt.Errorf("read %s: the file shrank while it was read", f.Name())
-		}
+	for l, err := range rd.All() {
 		if err != nil {
 			return 0, false, err
 		}
@@ -226,4 +238,6 @@ func Mend(f *os.File, lim Limits) (line int, cut bool, err error) {
 		}
 		return rd.Line(), false, nil
 	}
+	// The unterminated last line comes before io.EOF.
+	return 0, false, fmt.Errorf("read %s: the file shrank while it was read", f.Name())
 }

@@ -59,6 +59,24 @@ func TestReader(t *testing.T) {
 				t.Errorf("error not final: %v", again)
 			}
 		})
+		t.Run(tc.name+" by All", func(t *testing.T) {
+			var got []string
+			var last error
+			for line, err := range NewReader(strings.NewReader(tc.in), "in.jsonl", tc.lim).All() {
+				if last != nil {
+					t.Fatalf("yielded after the error %v", last)
+				}
+				if last = err; err == nil {
+					got = append(got, string(line))
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("lines %q, want %q", got, tc.want)
+			}
+			if tc.wantErr == "" && last != nil || tc.wantErr != "" && (last == nil || !strings.Contains(last.Error(), tc.wantErr)) {
+				t.Errorf("err %v, want %q (none at the end of the file)", last, tc.wantErr)
+			}
+		})
 	}
 }
 
