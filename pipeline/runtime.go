@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,7 +168,20 @@ var rolloutRoles = map[string]bool{llm.RoleAgent: true, llm.RoleCompressor: true
 func (rt *Runtime) rolloutModels(compressor llm.RoleConfig) string {
 	roles := rt.Job.Roles
 	roles.Compressor = compressor
-	b, _ := json.Marshal(rt.modelInputs(roles, func(name string) bool { return rolloutRoles[name] }))
+	return rt.modelsHash(roles, func(name string) bool { return rolloutRoles[name] })
+}
+
+// Models identifies the job's endpoints of the named roles beyond their
+// model names (addresses, sampling settings, the embedded model's
+// version): what a directory that records the settings of its work
+// (synth's generate.json and run.json) names, so that work of other
+// endpoints is neither resumed nor mixed in.
+func (rt *Runtime) Models(roles ...string) string {
+	return rt.modelsHash(rt.Job.Roles, func(name string) bool { return slices.Contains(roles, name) })
+}
+
+func (rt *Runtime) modelsHash(src Roles, used func(name string) bool) string {
+	b, _ := json.Marshal(rt.modelInputs(src, used))
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/synth"
 )
 
@@ -54,5 +55,6 @@ func (rt *Runtime) SynthExecutor(teacher *compress.Prompt, meter *Meter) (*synth
 		Judge: meter.Wrap(rt.Judge), Embedder: meter.Wrap(rt.Embedder),
 		StepLimit: rt.Job.Env.StepLimit, Threshold: *rt.Job.Synth.Accept.Threshold,
 		Embedded: rt.SynthEmbedded(),
+		Models:   rt.Models(llm.RoleAgent, llm.RoleCompressor, llm.RoleJudge, llm.RoleEmbedder),
 	}, nil
 }

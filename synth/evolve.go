@@ -179,8 +179,8 @@ const (
 type childRecord struct {
 	Generation int `json:"generation"`
 	Child      int `json:"child"`
-	// Request is the SHA-256 of the optimizer's request: a record is
-	// replayed only for the same request.
+	// Request is the SHA-256 of the optimizer's request and endpoint
+	// (Evolver.OptimizerModels): a record is replayed only for the same.
 	Request string   `json:"request"`
 	ID      string   `json:"id"`
 	Step    string   `json:"step"`
@@ -198,10 +198,14 @@ type Evolver struct {
 	Settings EvolveSettings
 	Seed     int
 	// Executor returns the dual executor with teacher prompt p.
-	Executor    func(p *compress.Prompt) (*Executor, error)
-	Optimizer   Completer
-	Registry    *guideline.Registry
-	Concurrency int
+	Executor  func(p *compress.Prompt) (*Executor, error)
+	Optimizer Completer
+	// OptimizerModels identifies Optimizer's endpoint (model, address,
+	// sampling settings, the embedded model's version): a child journaled
+	// by another optimizer is not replayed.
+	OptimizerModels string
+	Registry        *guideline.Registry
+	Concurrency     int
 	// Embedded says, by role, whether the embedded offline model answers
 	// it (Executor.Embedded).
 	Embedded map[string]bool
@@ -337,7 +341,7 @@ func (ev *evolution) replay(k childKey, req string) (Member, *Invalid, bool, err
 		return Member{}, nil, false, nil
 	}
 	if r.Request != req {
-		return Member{}, nil, false, fmt.Errorf("%w: %s: generation %d child %d was written for another optimizer request (other evolution settings, teacher or workflows); use another --out",
+		return Member{}, nil, false, fmt.Errorf("%w: %s: generation %d child %d was written for another optimizer request (other evolution settings, teacher, workflows or optimizer endpoint); use another --out",
 			ErrForeignDir, filepath.Join(ev.dir, ChildrenFile), k.g, k.i)
 	}
 	ev.addOptimizerUsage(r.Usage)
@@ -525,7 +529,7 @@ func (ev *evolution) child(ctx context.Context, g, i int, pop []Member) (Member,
 	if err != nil {
 		return Member{}, nil, err
 	}
-	sum := sha256.Sum256(reqJSON)
+	sum := sha256.Sum256(append(reqJSON, ev.OptimizerModels...))
 	key, reqHash := childKey{g, i}, hex.EncodeToString(sum[:])
 	if m, inv, ok, err := ev.replay(key, reqHash); ok || err != nil {
 		return m, inv, err

@@ -110,6 +110,12 @@ func TestEvolve(t *testing.T) {
 	if _, err := other.Evolve(t.Context(), seed, "builtin:history_plan_aware", wfs, dir); !errors.Is(err, ErrForeignDir) {
 		t.Fatalf("re-run with other weights: %v, want %v", err, ErrForeignDir)
 	}
+	// Another optimizer endpoint did not write the journal's children.
+	other = *ev
+	other.OptimizerModels = "another optimizer"
+	if _, err := other.Evolve(t.Context(), seed, "builtin:history_plan_aware", wfs, dir); !errors.Is(err, ErrForeignDir) {
+		t.Fatalf("re-run with another optimizer: %v, want %v", err, ErrForeignDir)
+	}
 	runs, _ := filepath.Glob(filepath.Join(dir, PromptsDir, "*", RunSummaryFile))
 	for _, p := range runs {
 		var rs RunSummary

@@ -144,6 +144,11 @@ type GenerateConfig struct {
 	Count    int `json:"-"`
 	Seed     int `json:"seed"`
 	Settings `json:"settings"`
+	// Models identifies the generator's endpoint (model, address,
+	// sampling settings, the embedded model's version), as whoever built
+	// the generator from a configuration knows it: a directory generated
+	// by another is not resumed.
+	Models string `json:"models,omitempty"`
 	// Concurrency bounds the workflows generated at once.
 	Concurrency int `json:"-"`
 }

@@ -165,6 +165,11 @@ func TestGenerateResume(t *testing.T) {
 	if _, err := Generate(t.Context(), gen, other, parts); !errors.Is(err, ErrForeignDir) {
 		t.Fatalf("resuming with another seed: %v, want ErrForeignDir", err)
 	}
+	other = testConfig(9)
+	other.Models = "another generator"
+	if _, err := Generate(t.Context(), gen, other, parts); !errors.Is(err, ErrForeignDir) {
+		t.Fatalf("resuming with another generator: %v, want ErrForeignDir", err)
+	}
 }
 
 func TestSettingsProblems(t *testing.T) {

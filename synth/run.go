@@ -80,6 +80,12 @@ type Executor struct {
 	// Embedded says, by role, whether the embedded offline model answers
 	// it; the summary names those among the roles the run called.
 	Embedded map[string]bool
+	// Models identifies the endpoints behind Agent, Teacher's compressor,
+	// Judge and Embedder beyond their model names (addresses, sampling
+	// settings, the embedded model's version), as whoever built the
+	// executor from a configuration knows them. It is part of run.json, so
+	// a directory run with other endpoints is not resumed.
+	Models string
 }
 
 // RunConfig is what makes two runs' executions comparable; it is run.json.
@@ -91,11 +97,12 @@ type RunConfig struct {
 	TeacherModel     string  `json:"teacher_model,omitempty"`
 	AgentModel       string  `json:"agent_model,omitempty"`
 	StepLimit        int     `json:"step_limit"`
+	Models           string  `json:"models,omitempty"`
 }
 
 // Config returns x's run.json.
 func (x *Executor) Config() RunConfig {
-	c := RunConfig{Threshold: x.Threshold, StepLimit: x.StepLimit}
+	c := RunConfig{Threshold: x.Threshold, StepLimit: x.StepLimit, Models: x.Models}
 	if m, ok := x.Agent.(rollout.Modeled); ok {
 		c.AgentModel = m.Model()
 	}

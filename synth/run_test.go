@@ -298,6 +298,12 @@ func TestRunRefusesOtherWorkflows(t *testing.T) {
 			t.Errorf("%s: %v, want ErrForeignDir", name, err)
 		}
 	}
+	// Other endpoints did not run these executions.
+	y := *x
+	y.Models = "other endpoints"
+	if _, err := Run(t.Context(), &y, RunOptions{Workflows: a, Dir: dir}); !errors.Is(err, ErrForeignDir) {
+		t.Errorf("other endpoints: %v, want ErrForeignDir", err)
+	}
 	// The same file, grown, resumes.
 	if err := os.WriteFile(other, []byte(string(b)+string(b)), 0o644); err != nil {
 		t.Fatal(err)

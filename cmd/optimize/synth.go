@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/pipeline"
 	"github.com/ctxopt/ctxopt/synth"
 )
@@ -85,7 +86,7 @@ func synthEvolve(c *cli.Context) error {
 	}
 	ev := &synth.Evolver{
 		Settings: job.Synth.Evolve, Seed: job.Seed, Registry: reg, Concurrency: job.Rollout.Concurrency,
-		Optimizer: meter.Wrap(rt.Optimizer), Embedded: rt.SynthEmbedded(),
+		Optimizer: meter.Wrap(rt.Optimizer), OptimizerModels: rt.Models(llm.RoleOptimizer), Embedded: rt.SynthEmbedded(),
 		Executor: func(p *compress.Prompt) (*synth.Executor, error) { return rt.SynthExecutor(p, meter) },
 	}
 	sum, err := ev.Evolve(c.Context, src, origin, wfs, out)
@@ -219,7 +220,7 @@ func synthGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := synth.GenerateConfig{Count: c.Int("count"), Seed: job.Seed, Settings: job.Synth, Concurrency: job.Rollout.Concurrency}
+	cfg := synth.GenerateConfig{Count: c.Int("count"), Seed: job.Seed, Settings: job.Synth, Models: rt.Models(llm.RoleGenerator), Concurrency: job.Rollout.Concurrency}
 	sum, err := synth.Generate(c.Context, meter.Wrap(rt.Generator), cfg, c.String("out"))
 	if err != nil {
 		var inv *synth.InvalidError
