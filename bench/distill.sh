@@ -48,7 +48,8 @@ else
 	echo "work directory: $work"
 fi
 
-go build -o "$work/distill-bench" ./bench/distill
+# libzstd at -O3, as the Makefile builds it (and as DuckDB's is built).
+CGO_CFLAGS="${CGO_CFLAGS:--O3 -g}" go build -o "$work/distill-bench" ./bench/distill
 
 echo "generating $ROWS rows of ~$BYTES bytes..."
 "$work/distill-bench" gen -rows "$ROWS" -bytes "$BYTES" -out "$work/rows.jsonl"

@@ -377,7 +377,7 @@ func (st *curateState) readFile(ctx context.Context, runDir, path string, opts O
 			readErr = fmt.Errorf("read %s: %w", path, err)
 			break
 		}
-		torn := lr.rd.Unterminated()
+		torn := lr.rd.Torn()
 		s.Go(func() stream.Callback {
 			p := st.prepare(line)
 			if p.err != nil && torn {

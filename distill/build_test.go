@@ -504,6 +504,9 @@ func TestBuildBadInput(t *testing.T) {
 	}{
 		{"torn last line left out", `{"task_id": "x", "success": tru`, false},
 		{"damaged last line", `{"task_id": "x", "success": tru` + "\n", true},
+		// Whole JSON is never a write cut short: a last line that parses
+		// but is no record is damage, as jsonl.Torn rules for every reader.
+		{"whole JSON last line that is no record", `{"task_id": 7}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := t.TempDir()

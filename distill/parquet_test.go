@@ -24,6 +24,9 @@ import (
 // enough to fill several pages in one row group, empty lists and strings,
 // one-entry dictionaries (bit width 0), dictionaries of hundreds of entries,
 // non-ASCII text and extreme numbers.
+// bigText is the size of encoderRows' long texts: three fill a page.
+const bigText = pageBufferSize * 3 / 10
+
 func encoderRows(n int) []Row {
 	r := rand.New(rand.NewPCG(7, 11))
 	text := func(size int) string {
@@ -39,7 +42,7 @@ func encoderRows(n int) []Row {
 	for i := range rows {
 		size := 200
 		if i%7 == 0 && i < 60 {
-			size = 300 << 10 // three of these fill a page
+			size = bigText // three of these fill a page
 		}
 		rows[i] = Row{
 			ID:               fmt.Sprintf("%032x", r.Uint64()),
@@ -180,7 +183,7 @@ func TestParquetEncoderPages(t *testing.T) {
 		}
 		n++
 		rowsSeen += p.NumRows()
-		if p.Size() > pageBufferSize+(310<<10) {
+		if p.Size() > pageBufferSize+bigText+(10<<10) {
 			t.Errorf("page %d holds %d bytes", n, p.Size())
 		}
 		parquet.Release(p)

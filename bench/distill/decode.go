@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ctxopt/ctxopt/distill"
 )
@@ -15,8 +16,8 @@ import (
 // It is a small hand-written parser: reflection-based decoding would cost
 // more than the export being measured, and DuckDB's side of the comparison
 // parses with a fast native reader too.
-func decodeRow(line string) (distill.Row, error) {
-	d := decoder{s: line}
+func decodeRow(line string, names map[string]string) (distill.Row, error) {
+	d := decoder{s: line, names: names}
 	var r distill.Row
 	err := d.object(func(key string) error {
 		var err error
@@ -28,17 +29,17 @@ func decodeRow(line string) (distill.Row, error) {
 		case "completion":
 			r.Completion, err = d.messages()
 		case "kind":
-			r.Kind, err = d.str()
+			r.Kind, err = d.name()
 		case "source":
-			r.Source, err = d.str()
+			r.Source, err = d.name()
 		case "task_id":
-			r.TaskID, err = d.str()
+			r.TaskID, err = d.name()
 		case "step":
 			r.Step, err = d.int()
 		case "guideline_id":
-			r.GuidelineID, err = d.str()
+			r.GuidelineID, err = d.name()
 		case "teacher_model":
-			r.TeacherModel, err = d.str()
+			r.TeacherModel, err = d.name()
 		case "input_tokens":
 			r.InputTokens, err = d.int()
 		case "output_tokens":
@@ -49,7 +50,7 @@ func decodeRow(line string) (distill.Row, error) {
 				r.CompressionRatio, err = strconv.ParseFloat(f, 64)
 			}
 		case "split":
-			r.Split, err = d.str()
+			r.Split, err = d.name()
 		default:
 			err = fmt.Errorf("unexpected key %q", key)
 		}
@@ -64,6 +65,37 @@ func decodeRow(line string) (distill.Row, error) {
 type decoder struct {
 	s string
 	i int
+	// names holds one copy of each value of the fields with few distinct
+	// values (kind, task, roles...), so rows share it: no allocation per
+	// row, and the Writer's dictionaries compare equal strings by pointer.
+	names map[string]string
+}
+
+// maxNames bounds a decoder's names, whatever the input.
+const maxNames = 4096
+
+// name reads a JSON string of a field with few distinct values, returning
+// the decoder's copy when it has one: a known name costs no allocation.
+func (d *decoder) name() (string, error) {
+	body, escaped, err := d.span()
+	if err != nil {
+		return "", err
+	}
+	if escaped {
+		if body, err = unescape(body); err != nil {
+			return "", err
+		}
+	}
+	if v, ok := d.names[body]; ok {
+		return v, nil
+	}
+	if !escaped {
+		body = strings.Clone(body)
+	}
+	if d.names != nil && len(d.names) < maxNames {
+		d.names[body] = body
+	}
+	return body, nil
 }
 
 func (d *decoder) skipSpace() {
@@ -132,7 +164,7 @@ func (d *decoder) messages() ([]distill.Message, error) {
 			var err error
 			switch key {
 			case "role":
-				m.Role, err = d.str()
+				m.Role, err = d.name()
 			case "content":
 				m.Content, err = d.str()
 			default:
@@ -173,25 +205,32 @@ func (d *decoder) int() (int64, error) {
 	return strconv.ParseInt(n, 10, 64)
 }
 
-// str reads a JSON string into memory of its own (the line's buffer is
-// reused once decoded). Escaped ones are decoded in one pass after the
+// str reads a JSON string into memory of its own (the line is the input
+// file's, mapped read-only). Escaped ones are decoded in one pass after the
 // closing quote is found with IndexByte (vectorized): the generated text has
 // an escaped newline every few dozen bytes, and scanning it byte by byte
 // twice cost as much as encoding the Parquet.
 func (d *decoder) str() (string, error) {
+	body, escaped, err := d.span()
+	if err != nil || !escaped {
+		return strings.Clone(body), err
+	}
+	return unescape(body)
+}
+
+// span reads a JSON string and returns its body as the line has it (escapes
+// not decoded) and whether it has escapes.
+func (d *decoder) span() (string, bool, error) {
 	if err := d.expect('"'); err != nil {
-		return "", err
+		return "", false, err
 	}
 	rest := d.s[d.i:]
 	end, escaped := stringEnd(rest)
 	if end < 0 {
-		return "", errors.New("unterminated string")
+		return "", false, errors.New("unterminated string")
 	}
 	d.i += end + 1
-	if escaped {
-		return unescape(rest[:end])
-	}
-	return strings.Clone(rest[:end]), nil
+	return rest[:end], escaped, nil
 }
 
 // stringEnd is the index of the quote that ends the JSON string at the start
@@ -214,49 +253,50 @@ func stringEnd(s string) (int, bool) {
 	}
 }
 
-// unescape decodes the body of a JSON string that has escapes. The decoded
-// text is at most as long as the escaped one: the builder is sized once, so
-// it neither grows nor copies when done.
+// unescape decodes the body of a JSON string that has escapes into memory
+// of its own. The decoded text is at most as long as the escaped one, so
+// one buffer of that size takes it, written by index.
 func unescape(s string) (string, error) {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; ; {
-		j := strings.IndexByte(s[i:], '\\')
+	b := make([]byte, len(s))
+	w := 0
+	for r := 0; ; {
+		j := strings.IndexByte(s[r:], '\\')
 		if j < 0 {
-			b.WriteString(s[i:])
-			return b.String(), nil
+			w += copy(b[w:], s[r:])
+			return unsafe.String(unsafe.SliceData(b), w), nil
 		}
-		b.WriteString(s[i : i+j])
-		i += j
-		if i+1 >= len(s) {
+		w += copy(b[w:], s[r:r+j])
+		r += j
+		if r+1 >= len(s) {
 			return "", errors.New("unterminated escape")
 		}
-		c := s[i+1]
+		c := s[r+1]
 		switch c {
 		case '"', '\\', '/':
-			b.WriteByte(c)
 		case 'n':
-			b.WriteByte('\n')
+			c = '\n'
 		case 't':
-			b.WriteByte('\t')
+			c = '\t'
 		case 'r':
-			b.WriteByte('\r')
+			c = '\r'
 		case 'b':
-			b.WriteByte('\b')
+			c = '\b'
 		case 'f':
-			b.WriteByte('\f')
+			c = '\f'
 		case 'u':
-			r, n, err := unicodeEscape(s[i:])
+			u, n, err := unicodeEscape(s[r:])
 			if err != nil {
 				return "", err
 			}
-			b.WriteRune(r)
-			i += n
+			w += utf8.EncodeRune(b[w:], u)
+			r += n
 			continue
 		default:
 			return "", fmt.Errorf("bad escape \\%c", c)
 		}
-		i += 2
+		b[w] = c
+		w++
+		r += 2
 	}
 }
 

@@ -42,7 +42,7 @@ func TestDecodeRow(t *testing.T) {
 				CompressionRatio: 0.25,
 				Split:            distill.SplitTrain,
 			}
-			if line, got := marshalDecode(t, want); !reflect.DeepEqual(got, want) {
+			if line, got := marshalDecode(t, want, map[string]string{}); !reflect.DeepEqual(got, want) {
 				t.Errorf("decodeRow(%s)\n got %+v\nwant %+v", line, got, want)
 			}
 		})
@@ -56,7 +56,7 @@ func TestDecodeRowErrors(t *testing.T) {
 		`{"id":"half \u12"}`,
 		`{"nope":1}`,
 	} {
-		if _, err := decodeRow(line); err == nil {
+		if _, err := decodeRow(line, nil); err == nil {
 			t.Errorf("decodeRow(%s): no error", line)
 		}
 	}
@@ -66,6 +66,9 @@ func TestDecodeRowErrors(t *testing.T) {
 // made of the bytes it treats specially and ordinary ones.
 func TestDecodeRowRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
+	// One names map for all rows, as a worker decodes a block: a name seen
+	// before (Kind, of few pieces, often repeats) must come back as decoded.
+	names := map[string]string{}
 	pieces := []string{"a", "b", " ", `"`, `\`, "\n", "\t", "\x01", "é", "中", "😀", "/", "\u2028", "<"}
 	for i := range 3000 {
 		var b strings.Builder
@@ -78,7 +81,7 @@ func TestDecodeRowRandom(t *testing.T) {
 			Completion: []distill.Message{{Role: "assistant", Content: b.String()[:b.Len()/2]}},
 			Kind:       b.String(),
 		}
-		line, got := marshalDecode(t, want)
+		line, got := marshalDecode(t, want, names)
 		// Halving may cut a rune: json.Marshal writes U+FFFD for it.
 		var back distill.Row
 		if err := json.Unmarshal(line, &back); err != nil {
@@ -91,14 +94,14 @@ func TestDecodeRowRandom(t *testing.T) {
 }
 
 // marshalDecode encodes want with encoding/json and decodes the line with
-// decodeRow.
-func marshalDecode(t *testing.T, want distill.Row) ([]byte, distill.Row) {
+// decodeRow and names.
+func marshalDecode(t *testing.T, want distill.Row, names map[string]string) ([]byte, distill.Row) {
 	t.Helper()
 	line, err := json.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeRow(string(line))
+	got, err := decodeRow(string(line), names)
 	if err != nil {
 		t.Fatalf("decodeRow(%s): %v", line, err)
 	}

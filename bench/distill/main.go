@@ -8,20 +8,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -181,11 +177,11 @@ func export(ctx context.Context, args []string) error {
 // decoded concurrently in batches and handed to the Writer in file order, as
 // a real export would feed it.
 func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions) (int, distill.WriterStats, error) {
-	f, err := os.Open(in)
+	data, unmap, err := mapFile(in)
 	if err != nil {
 		return 0, distill.WriterStats{}, err
 	}
-	defer f.Close()
+	defer unmap()
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return 0, distill.WriterStats{}, err
 	}
@@ -196,39 +192,54 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 	var (
 		firstErr error
 		n        int
-		lineNo   int
+		lines    int // of the blocks written so far
 	)
 	s := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
-	// The file is read in blocks cut at their last newline; a worker decodes
-	// a block's lines in place (the decoder copies what it keeps) and
-	// recycles it, so no line is copied before decoding and no block is
-	// allocated and zeroed anew.
-	blocks := sync.Pool{New: func() any { return new([]byte) }}
-	submit := func(buf *[]byte, first int) {
+	// The mapped file is cut into blocks at newlines and a worker decodes a
+	// block's lines straight from the mapping (the decoder copies what it
+	// keeps), so the file is never copied into buffers. Line numbers are
+	// counted in the callbacks, which run in file order.
+	const blockSize = 1 << 20
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	for off := 0; off < len(text) && ctx.Err() == nil; {
+		end := len(text)
+		if end-off > blockSize {
+			if i := strings.IndexByte(text[off+blockSize:], '\n'); i >= 0 {
+				end = off + blockSize + i + 1
+			}
+		}
+		block, from, to := text[off:end], off, end
+		off = end
 		s.Go(func() stream.Callback {
-			block := unsafe.String(unsafe.SliceData(*buf), len(*buf))
-			var rows []distill.Row
-			var derr error
-			for i := 0; len(block) > 0 && derr == nil; i++ {
+			var (
+				rows  []distill.Row
+				derr  error
+				i     int
+				names = map[string]string{}
+			)
+			for ; len(block) > 0; i++ {
 				line := block
 				if j := strings.IndexByte(block, '\n'); j >= 0 {
 					line, block = block[:j], block[j+1:]
 				} else {
 					block = ""
 				}
-				var r distill.Row
-				if r, derr = decodeRow(line); derr != nil {
-					derr = fmt.Errorf("%s:%d: %w", in, first+i, derr)
+				r, err := decodeRow(line, names)
+				if err != nil {
+					derr = err
+					break
 				}
 				rows = append(rows, r)
 			}
-			blocks.Put(buf)
+			release(data, from, to)
 			return func() {
+				first := lines + 1
+				lines += i
 				if firstErr != nil {
 					return
 				}
 				if derr != nil {
-					firstErr = derr
+					firstErr = fmt.Errorf("%s:%d: %w", in, first+i, derr)
 					return
 				}
 				for i := range rows {
@@ -241,38 +252,45 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 			}
 		})
 	}
-	const blockSize = 1 << 20
-	var (
-		carry []byte
-		rerr  error
-	)
-	for ctx.Err() == nil && rerr == nil {
-		buf := blocks.Get().(*[]byte)
-		b := append((*buf)[:0], carry...)
-		b = slices.Grow(b, blockSize)
-		var k int
-		k, rerr = io.ReadFull(f, b[len(b):cap(b)])
-		b = b[:len(b)+k]
-		end := bytes.LastIndexByte(b, '\n') + 1
-		if rerr != nil { // the end of the file: its last line may lack a newline
-			end = len(b)
-		}
-		// The carried tail is copied out before the block goes to a worker.
-		carry = append(carry[:0], b[end:]...)
-		*buf = b[:end]
-		if end == 0 {
-			blocks.Put(buf)
-			continue
-		}
-		submit(buf, lineNo+1)
-		lineNo += bytes.Count(b[:end], []byte{'\n'})
-	}
-	if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
-		rerr = nil
-	}
 	s.Wait()
 	stats, cerr := w.Close()
-	return n, stats, errors.Join(rerr, ctx.Err(), firstErr, cerr)
+	return n, stats, errors.Join(ctx.Err(), firstErr, cerr)
+}
+
+// mapFile maps a file read-only. The rows are decoded straight from the
+// page cache: reading them into buffers cost a copy of the whole file.
+func mapFile(name string) ([]byte, func(), error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi.Size() == 0 {
+		return nil, func() {}, nil
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map %s: %w", name, err)
+	}
+	_ = syscall.Madvise(b, syscall.MADV_SEQUENTIAL)
+	return b, func() { _ = syscall.Munmap(b) }, nil
+}
+
+// release drops the whole pages of data[from:to], once decoded, from the
+// process: mapped pages count in its resident memory, the file's would all
+// be by the end, and the decoder copied what it keeps. They stay in the
+// page cache.
+func release(data []byte, from, to int) {
+	page := os.Getpagesize()
+	from = (from + page - 1) / page * page
+	to = to / page * page
+	if from < to {
+		_ = syscall.Madvise(data[from:to], syscall.MADV_DONTNEED)
+	}
 }
 
 // decodeRow parses one line written by gen (the train.jsonl row format).
