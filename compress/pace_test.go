@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -234,4 +235,153 @@ func TestSortHigh32IsStableByWeight(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Fatalf("sorted %x, want %x", keys, want)
 	}
+}
+
+// TestPACEFloat32ScoringChoosesAsFloat64 checks the precision the scorer
+// works at (unit keys cached as float32, one float32 matrix-vector product)
+// against cosines of the embedder's vectors computed in float64. A float32
+// dot product of unit vectors is off by at most about d·2⁻²⁴ (6e-5 at 1,024
+// floats) and in practice by about √d·2⁻²⁴; the test holds every score to
+// scoreTol, which moves a relative weight by a factor within
+// exp(±2·scoreTol/τ) (1 ± 7e-6 at τ = 0.3), so eq. 7 could pick another
+// level only for a weight that close to a threshold: on these histories it
+// picks the same level for every chunk. fit then lowers the same chunks as
+// in float64, except among chunks whose float64 weights are exactly equal
+// (the hashed bag of words counts words, so the benchmark's history has
+// many such ties): float32 rounding, which depends on where a chunk's words
+// fall in the vector, orders the members of a tie, and fit may lower other
+// members of it. The test checks that every difference lies in such a tie.
+func TestPACEFloat32ScoringChoosesAsFloat64(t *testing.T) {
+	const scoreTol = 1e-6
+	p := Params{}.WithDefaults().PACE
+	c := &pace{p: p}
+	tests := []scoringCase{
+		randomScoringCase(5000, 1024),
+		benchScoringCase(t, 5000, 256),
+		benchScoringCase(t, 5000, 1024),
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, d := len(tc.keys), len(tc.query)
+			st := &paceState{dim: d}
+			cos := make([]float64, m)
+			old := make([]*chunk, m)
+			for i, k := range tc.keys {
+				st.keys = appendUnit(st.keys, k)
+				cos[i] = cosine64(k, tc.query)
+				n := tc.tokens[i]
+				old[i] = &chunk{step: i + 1, fullTok: n, detTok: n / 2, brTok: n / 5, phTok: 6, sum: &paceSummary{}}
+			}
+			w64 := Weights(cos, p.Tau)
+			ties := map[float64]int{}
+			for _, w := range w64 {
+				ties[w]++
+			}
+			for _, pressure := range []float64{0, 0.5, 1} {
+				c.selectLevels(st, m, normalize(tc.query), pressure)
+				for i, s := range st.scores {
+					if diff := math.Abs(float64(s) - cos[i]); diff > scoreTol {
+						t.Fatalf("chunk %d: float32 score %v, float64 cosine %v: off by %.2g, more than %g", i+1, s, cos[i], diff, scoreTol)
+					}
+				}
+				th := p.thresholds(pressure)
+				want := &paceState{weights: w64, levels: make([]level, m)}
+				for i, w := range w64 {
+					want.levels[i] = th.of(w)
+				}
+				for i := range old {
+					if st.levels[i] != want.levels[i] {
+						t.Fatalf("P=%v: chunk %d is %s, %s in float64 (weight %v)", pressure, i+1, levelNames[st.levels[i]], levelNames[want.levels[i]], w64[i])
+					}
+				}
+				total := 0
+				for i, ch := range old {
+					total += ch.tokensAt(want.levels[i]) + paceLineTokens
+				}
+				for _, share := range []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9} {
+					got := &paceState{weights: st.weights, levels: slices.Clone(st.levels)}
+					ref := &paceState{weights: w64, levels: slices.Clone(want.levels)}
+					budget := int(share * float64(total))
+					for _, s := range []*paceState{got, ref} {
+						if err := c.fit(context.Background(), s, old, total, budget, &Event{}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					differ := 0
+					for i := range old {
+						if got.levels[i] == ref.levels[i] {
+							continue
+						}
+						differ++
+						if ties[w64[i]] < 2 {
+							t.Fatalf("P=%v, budget %.0f%%: fit made chunk %d %s, %s in float64, and no other chunk has its float64 weight %v", pressure, 100*share, i+1, levelNames[got.levels[i]], levelNames[ref.levels[i]], w64[i])
+						}
+					}
+					if differ > 0 {
+						t.Logf("P=%v, budget %.0f%%: %d chunks differ after fit, all within exact float64 ties (%d distinct weights for %d chunks)", pressure, 100*share, differ, len(ties), m)
+					}
+				}
+			}
+		})
+	}
+}
+
+type scoringCase struct {
+	name   string
+	keys   [][]float32
+	query  []float32
+	tokens []int // each chunk's full tokens
+}
+
+// randomScoringCase draws m keys of d floats that lean towards the query
+// by a uniform share, so the weights spread over every level.
+func randomScoringCase(m, d int) scoringCase {
+	r := rand.New(rand.NewPCG(7, 8))
+	tc := scoringCase{name: fmt.Sprintf("random keys, %d floats", d), query: make([]float32, d)}
+	for j := range tc.query {
+		tc.query[j] = float32(r.NormFloat64())
+	}
+	for range m {
+		a, k := r.Float64(), make([]float32, d)
+		for j := range k {
+			k[j] = float32(a*float64(tc.query[j]) + r.NormFloat64())
+		}
+		tc.keys = append(tc.keys, k)
+		tc.tokens = append(tc.tokens, 20+r.IntN(100))
+	}
+	return tc
+}
+
+// benchScoringCase embeds the chunks of BenchmarkPACEBuilder's history
+// and its query (the task and the last two chunks) with the hashed bag of
+// words.
+func benchScoringCase(t *testing.T, n, d int) scoringCase {
+	h := benchHistory(n)
+	var texts []string
+	for _, tr := range turnsOf(h, 1) {
+		texts = append(texts, FormatHistory(h[tr.Start:tr.End], tr.Step))
+	}
+	texts = append(texts, fixtureTask+"\n"+texts[n-2]+"\n"+texts[n-1])
+	vecs, _, err := (&bowEmbedder{dims: d}).Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := scoringCase{name: fmt.Sprintf("benchmark history, %d floats", d), keys: vecs[:n-2], query: vecs[n]}
+	for _, s := range texts[:n-2] {
+		tc.tokens = append(tc.tokens, len(s)/4)
+	}
+	return tc
+}
+
+// cosine64 is the cosine of a and b computed in float64.
+func cosine64(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		ab, aa, bb = ab+x*y, aa+x*x, bb+y*y
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
 }
