@@ -60,14 +60,16 @@ func contextSizes(turns []Turn) []int {
 	return out
 }
 
-// recordHead decodes the outcome fields of a record of either format; the
+// recordHead decodes the outcome fields of a record of any format; the
 // events are counted, not decoded, and turns are skipped.
 type recordHead struct {
 	Outcome
+	Format int        `json:"format"`
 	Events []struct{} `json:"compression_events"`
 	Turns  []struct {
 		ContextTokens int `json:"context_tokens"`
 	} `json:"turns"`
+	Packed []byte `json:"zstd"`
 }
 
 func outcomeOfLine(line []byte) (Outcome, error) {
@@ -77,6 +79,18 @@ func outcomeOfLine(line []byte) (Outcome, error) {
 	}
 	if h.TaskID == "" {
 		return Outcome{}, errors.New("trajectory record has no task_id")
+	}
+	if h.Format > RecordFormat {
+		return Outcome{}, fmt.Errorf("trajectory %s: record format %d is newer than this optimize reads (%d); upgrade optimize", h.TaskID, h.Format, RecordFormat)
+	}
+	if h.Format == RecordFormat {
+		plain, err := unpack(h.Packed)
+		if err == nil {
+			err = json.Unmarshal(plain, &h)
+		}
+		if err != nil {
+			return Outcome{}, fmt.Errorf("trajectory %s: %w", h.TaskID, err)
+		}
 	}
 	o := h.Outcome
 	o.Events = len(h.Events)

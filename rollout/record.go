@@ -11,6 +11,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
@@ -18,10 +21,20 @@ import (
 )
 
 // RecordFormat is the version of the trajectory record written by
-// EncodeTrajectory. Records without a format field are of the first
-// format, which stored every agent input in full; DecodeTrajectory reads
-// both.
-const RecordFormat = 2
+// EncodeTrajectory; DecodeTrajectory reads every earlier one:
+//   - 1 (no format field): the trajectory as it is, every agent input in
+//     full, so a record grew with the square of the steps;
+//   - 2: each text stored once and referred to by index (see record);
+//   - 3: format 2 with its texts, messages, turns and compression events
+//     compressed into one zstd frame (the zstd field, base64 in the JSON
+//     line). The outcome fields stay plain JSON. The text table shares
+//     only equal texts; observations that overlap (a passage found by two
+//     searches) and templated prose are most of a record's bytes, and the
+//     frame brings the demo's records to a quarter of their format 2 size.
+const RecordFormat = 3
+
+// formatTexts is the format that introduced the text table.
+const formatTexts = 2
 
 // MaxRecordBytes bounds one record line; a longer line is an error, not
 // an allocation of whatever size the file claims.
@@ -41,9 +54,22 @@ var RecordLimits = jsonl.Limits{Line: MaxRecordBytes, File: 64 << 30}
 type record struct {
 	Format int `json:"format"`
 	Trajectory
-	Texts    []string     `json:"texts"`
-	Messages []recMessage `json:"messages"`
-	Turns    []recTurn    `json:"turns"`
+	Texts    []string     `json:"texts,omitempty"`
+	Messages []recMessage `json:"messages,omitempty"`
+	Turns    []recTurn    `json:"turns,omitempty"`
+	Events   []recEvent   `json:"compression_events,omitempty"`
+	// Packed holds the four fields above, as the JSON object body, in one
+	// zstd frame (format 3); they are then absent from the line.
+	Packed []byte `json:"zstd,omitempty"`
+}
+
+// body is what format 3 packs: the fields of record that grow with the
+// steps. Its fields are record's (a struct embedding both would hide the
+// turns of both from encoding/json).
+type body struct {
+	Texts    []string     `json:"texts,omitempty"`
+	Messages []recMessage `json:"messages,omitempty"`
+	Turns    []recTurn    `json:"turns,omitempty"`
 	Events   []recEvent   `json:"compression_events,omitempty"`
 }
 
@@ -148,13 +174,40 @@ func EncodeTrajectory(t *Trajectory) ([]byte, error) {
 		}
 		r.Events[i] = re
 	}
-	r.Texts, r.Messages = e.list, e.out
+	plain, err := json.Marshal(body{Texts: e.list, Messages: e.out, Turns: r.Turns, Events: r.Events})
+	if err != nil {
+		return nil, fmt.Errorf("encode trajectory %s: %w", t.TaskID, err)
+	}
+	r.Turns, r.Events = nil, nil
+	r.Packed = packer().EncodeAll(plain, nil)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode trajectory %s: %w", t.TaskID, err)
 	}
 	return b, nil
 }
+
+// The zstd encoder and decoder are safe for concurrent EncodeAll and
+// DecodeAll; each holds buffers, so they are made once. klauspost's
+// pure-Go zstd writes the same bytes with and without cgo (records are
+// content-hashed by the stages that read them), and its decoder bounds
+// what a frame may expand to.
+var (
+	packer = sync.OnceValue(func() *zstd.Encoder {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if err != nil {
+			panic(err) // only invalid options fail
+		}
+		return enc
+	})
+	unpacker = sync.OnceValue(func() *zstd.Decoder {
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxRecordBytes), zstd.WithDecoderConcurrency(0))
+		if err != nil {
+			panic(err)
+		}
+		return dec
+	})
+)
 
 // producedBy returns the 1-based index of the compression event that made
 // the j-th input message of turn i (fresh in that turn), or 0. Messages
@@ -317,14 +370,17 @@ func decode(line []byte, turns bool) (*Trajectory, error) {
 			err = json.Unmarshal(line, &v)
 		}
 		t = (*Trajectory)(&v.legacyTrajectory)
-	case head.Format == RecordFormat && turns:
-		var r record
-		if err = json.Unmarshal(line, &r); err == nil {
-			t, err = r.trajectory()
-		}
-	case head.Format == RecordFormat:
+	case head.Format == formatTexts || head.Format == RecordFormat:
 		var v recordEvents
-		if err = json.Unmarshal(line, &v); err == nil {
+		if turns {
+			err = json.Unmarshal(line, &v.record)
+		} else {
+			err = json.Unmarshal(line, &v)
+		}
+		if err == nil {
+			err = v.unpack(head.Format, turns)
+		}
+		if err == nil {
 			t, err = v.record.trajectory()
 		}
 	default:
@@ -334,6 +390,39 @@ func decode(line []byte, turns bool) (*Trajectory, error) {
 		return nil, fmt.Errorf("trajectory %s: %w", head.TaskID, err)
 	}
 	return t, nil
+}
+
+// unpack decodes the packed fields of a format 3 record in place, the
+// turns only when turns is set.
+func (v *recordEvents) unpack(format int, turns bool) error {
+	if format != RecordFormat {
+		if v.Packed != nil {
+			return fmt.Errorf("zstd field in a record of format %d, which packs nothing", format)
+		}
+		return nil
+	}
+	plain, err := unpack(v.Packed)
+	if err != nil {
+		return err
+	}
+	v.Packed = nil
+	if turns {
+		return json.Unmarshal(plain, &v.record)
+	}
+	return json.Unmarshal(plain, v)
+}
+
+// unpack returns the JSON object a format 3 record packed, at most
+// MaxRecordBytes.
+func unpack(packed []byte) ([]byte, error) {
+	if len(packed) == 0 {
+		return nil, fmt.Errorf("a record of format %d needs its zstd field", RecordFormat)
+	}
+	plain, err := unpacker().DecodeAll(packed, nil)
+	if err != nil {
+		return nil, fmt.Errorf("zstd field: %w", err)
+	}
+	return plain, nil
 }
 
 func (r *record) trajectory() (*Trajectory, error) {

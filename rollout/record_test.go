@@ -137,59 +137,84 @@ func TestRecordLinearAndExact(t *testing.T) {
 	}
 }
 
-// TestRecordReadsFirstFormat reads a record of the landed format (every
-// input in full, no format field) and one of the current format alike.
-func TestRecordReadsFirstFormat(t *testing.T) {
-	tok := testTokenizer(t)
-	histG := &compress.Prompt{ID: "h-test", Template: tmpl("HIST {task}\nPREV {prev_summary}\n{history}")}
-	s, err := compress.New(compress.Prompting, compress.Params{}, compress.Deps{Compressor: &fakeCompressor{}, Tokenizer: tok, History: histG, HistoryThreshold: 300})
+// TestRecordReadsEveryFormat reads the same trajectory recorded in every
+// format: testdata holds it as optimize wrote it in formats 1 (no format
+// field, every input in full) and 2 (text table); those files are frozen
+// (never refreshed: no later optimize writes them). The trajectory, with
+// history and observation compression, has messages made by each kind of
+// event, so every reference kind is read back.
+func TestRecordReadsEveryFormat(t *testing.T) {
+	var lines [][]byte
+	for _, name := range []string{"record-format1.jsonl", "record-format2.jsonl"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, bytes.TrimSuffix(b, []byte("\n")))
+	}
+	if bytes.Contains(lines[0], []byte(`"format"`)) || !bytes.HasPrefix(lines[1], []byte(`{"format":2,`)) {
+		t.Fatal("the fixtures are not of formats 1 and 2")
+	}
+	var want Trajectory
+	if err := json.Unmarshal(lines[0], &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Turns) < 5 || len(want.Events) < 2 {
+		t.Fatalf("the fixture has %d turns and %d events: too few to check", len(want.Turns), len(want.Events))
+	}
+	cur, err := EncodeTrajectory(&want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{Env: fakeEnv{obsWords: 40}, Model: &fakeAgent{need: 6}, Tokenizer: tok, StepLimit: 12, Strategy: s}
-	tr, err := a.Run(context.Background(), testTask())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.Events) == 0 {
-		t.Fatal("no compression event to check")
-	}
-	old, err := json.Marshal(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(old, []byte(`"format"`)) {
-		t.Fatal("the first format has no format field")
-	}
-	cur, err := EncodeTrajectory(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(cur, []byte(`{"format":2,`)) {
+	if !bytes.HasPrefix(cur, []byte(`{"format":`+strconv.Itoa(RecordFormat)+`,`)) {
 		t.Fatalf("record does not start with its format: %.40s", cur)
 	}
+	lines = append(lines, cur)
 	path := filepath.Join(t.TempDir(), TrajectoriesFile)
-	if err := os.WriteFile(path, []byte(string(old)+"\n"+string(cur)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadTrajectories(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || !reflect.DeepEqual(got[0], tr) || !reflect.DeepEqual(got[1], tr) {
-		t.Fatal("records of the two formats do not read back as the trajectory")
+	if len(got) != len(lines) {
+		t.Fatalf("%d records read, want %d", len(got), len(lines))
 	}
-	for _, line := range [][]byte{old, cur} {
+	for i, tr := range got {
+		if !reflect.DeepEqual(tr, &want) {
+			t.Errorf("the record of format %d does not read back as the trajectory", i+1)
+		}
+	}
+	outs, err := ReadIndex(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outs {
+		o.Offset, o.Length = 0, 0
+		if !reflect.DeepEqual(o, OutcomeOf(&want)) {
+			t.Errorf("the index of the record of format %d differs from its outcome:\n%+v\n%+v", i+1, o, OutcomeOf(&want))
+		}
+	}
+	for i, line := range lines {
 		ev, err := DecodeEvents(line)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Turns != nil || !reflect.DeepEqual(ev.Events, tr.Events) || ev.TaskID != tr.TaskID {
-			t.Fatal("DecodeEvents must skip the turns and keep the events")
+		if ev.Turns != nil || !reflect.DeepEqual(ev.Events, want.Events) || ev.TaskID != want.TaskID {
+			t.Errorf("format %d: DecodeEvents must skip the turns and keep the events", i+1)
 		}
 	}
 	// The summary the agent saw is marked with the event that made it.
-	if !bytes.Contains(cur, []byte(`"by":1`)) {
+	var r record
+	if err := json.Unmarshal(cur, &r); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := unpack(r.Packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(plain, []byte(`"by":1`)) {
 		t.Fatal("no message names the compression that produced it")
 	}
 }
@@ -200,6 +225,9 @@ func TestRecordBadInput(t *testing.T) {
 	}{
 		{"not json", `{"task_id":`, "not a trajectory record"},
 		{"no task", `{"format":2}`, "no task_id"},
+		{"format 3 without its packed fields", `{"format":3,"task_id":"a"}`, "needs its zstd field"},
+		{"packed fields not zstd", `{"format":3,"task_id":"a","zstd":"bm90IHpzdGQ="}`, "zstd field"},
+		{"format 2 with packed fields", `{"format":2,"task_id":"a","zstd":"bm90IHpzdGQ="}`, "which packs nothing"},
 		{"newer format", `{"format":9,"task_id":"a"}`, "record format 9 is newer"},
 		{"bad message reference", `{"format":2,"task_id":"a","texts":["x"],"messages":[{"role":"user","content":0}],"turns":[{"step":1,"input":[[0,1],[5,1]],"output":0,"observation":0}]}`, "turn 1 input refers to message 5 of 1"},
 		{"bad text reference", `{"format":2,"task_id":"a","texts":["x"],"messages":[{"role":"user","content":3}]}`, "message 0 refers to text 3 of 1"},

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 // The compressor is slowed to 500 ms; the agent takes longer than that
@@ -250,7 +250,12 @@ func TestSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.slog = nil
-	sl, err := os.ReadFile(filepath.Join(cfg.SessionLog.Dir, SessionLogFile))
+	// Records pack most of their texts, so the grep reads them decoded.
+	trs, err := rollout.ReadTrajectories(filepath.Join(cfg.SessionLog.Dir, SessionLogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl, err := json.Marshal(trs)
 	if err != nil {
 		t.Fatal(err)
 	}
