@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/rle"
@@ -85,6 +86,55 @@ var rowFileTemplate = sync.OnceValues(func() (format.FileMetaData, error) {
 // columnPaths are the leaf columns' paths in the schema.
 var columnPaths = sync.OnceValue(func() [][]string { return parquet.SchemaOf(Row{}).Columns() })
 
+// The footer's structures are parquet-go's (format.FileMetaData and the
+// types it holds), restated with only the fields this encoder writes,
+// because two of its fields cannot say what the format allows: a
+// format.RowGroup always writes its ordinal, an i16 that cannot number the
+// row groups of a larger file, and format.Statistics has no
+// is_min_value_exact and is_max_value_exact, which truncated string bounds
+// need. Field ids and types are parquet.thrift's; the tests read every
+// footer back with parquet-go's types and check it against the pages.
+type (
+	footerMetaData struct {
+		Version          int32                  `thrift:"1,required"`
+		Schema           []format.SchemaElement `thrift:"2,required"`
+		NumRows          int64                  `thrift:"3,required"`
+		RowGroups        []footerRowGroup       `thrift:"4,required"`
+		KeyValueMetadata []format.KeyValue      `thrift:"5,optional"`
+		CreatedBy        string                 `thrift:"6,optional"`
+		ColumnOrders     []format.ColumnOrder   `thrift:"7,optional"`
+	}
+	footerRowGroup struct {
+		Columns             []footerColumnChunk `thrift:"1,required"`
+		TotalByteSize       int64               `thrift:"2,required"`
+		NumRows             int64               `thrift:"3,required"`
+		FileOffset          int64               `thrift:"5,optional"`
+		TotalCompressedSize int64               `thrift:"6,optional"`
+		Ordinal             thrift.Null[int16]  `thrift:"7,optional"`
+	}
+	footerColumnChunk struct {
+		FileOffset int64                `thrift:"2,required"` // always 0: see beginChunk
+		MetaData   footerColumnMetaData `thrift:"3,optional"`
+	}
+	footerColumnMetaData struct {
+		Type                  format.Type             `thrift:"1,required"`
+		Encoding              []format.Encoding       `thrift:"2,required"`
+		PathInSchema          []string                `thrift:"3,required"`
+		Codec                 format.CompressionCodec `thrift:"4,required"`
+		NumValues             int64                   `thrift:"5,required"`
+		TotalUncompressedSize int64                   `thrift:"6,required"`
+		TotalCompressedSize   int64                   `thrift:"7,required"`
+		DataPageOffset        int64                   `thrift:"9,required"`
+		DictionaryPageOffset  int64                   `thrift:"11,optional"`
+		Statistics            footerStatistics        `thrift:"12,optional,writezero"`
+	}
+	footerStatistics struct {
+		format.Statistics
+		IsMaxValueExact thrift.Null[bool] `thrift:"7,optional"`
+		IsMinValueExact thrift.Null[bool] `thrift:"8,optional"`
+	}
+)
+
 // parquetFile writes one Parquet file: the magic, row groups encoded by
 // encodeRowGroup and committed in order, then the footer.
 type parquetFile struct {
@@ -92,7 +142,7 @@ type parquetFile struct {
 	split     string
 	offset    int64
 	numRows   int64
-	rowGroups []format.RowGroup
+	rowGroups []footerRowGroup
 }
 
 func newParquetFile(out io.Writer, split string) (*parquetFile, error) {
@@ -116,24 +166,22 @@ func (f *parquetFile) commit(rg *encodedRowGroup) error {
 	if err != nil {
 		return err
 	}
-	columns := make([]format.ColumnChunk, numColumns)
+	columns := make([]footerColumnChunk, numColumns)
 	var compressed int64
 	for i, c := range rg.columns {
 		c.MetaData.DataPageOffset += f.offset
 		if rg.hasDictionary[i] {
 			c.MetaData.DictionaryPageOffset += f.offset
 		}
-		c.FileOffset += f.offset
 		compressed += c.MetaData.TotalCompressedSize
 		columns[i] = c
 	}
-	f.rowGroups = append(f.rowGroups, format.RowGroup{
+	f.rowGroups = append(f.rowGroups, footerRowGroup{
 		Columns:             columns,
 		TotalByteSize:       rg.uncompressed,
 		NumRows:             rg.numRows,
 		FileOffset:          f.offset,
 		TotalCompressedSize: compressed,
-		Ordinal:             int16(len(f.rowGroups)),
 	})
 	f.offset += int64(len(rg.data))
 	f.numRows += rg.numRows
@@ -146,11 +194,25 @@ func (f *parquetFile) close() error {
 	if err != nil {
 		return err
 	}
-	md.NumRows = f.numRows
-	md.RowGroups = f.rowGroups
-	md.KeyValueMetadata = []format.KeyValue{{Key: "ctxopt.split", Value: f.split}}
-	md.CreatedBy = parquetCreatedBy
-	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+	// Ordinals, optional, are written when every row group can have one (an
+	// i16 numbers 32,768): parquet-go's reader rejects ordinals that stop
+	// matching the row groups' positions, arrow-rs numbers rows by them only
+	// when all or none are present, and with none readers number row groups
+	// by position (arrow-rs writes none past 32,768 row groups too).
+	if len(f.rowGroups) <= math.MaxInt16+1 {
+		for i := range f.rowGroups {
+			f.rowGroups[i].Ordinal = thrift.New(int16(i))
+		}
+	}
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &footerMetaData{
+		Version:          md.Version,
+		Schema:           md.Schema,
+		NumRows:          f.numRows,
+		RowGroups:        f.rowGroups,
+		KeyValueMetadata: []format.KeyValue{{Key: "ctxopt.split", Value: f.split}},
+		CreatedBy:        parquetCreatedBy,
+		ColumnOrders:     md.ColumnOrders,
+	})
 	if err != nil {
 		return fmt.Errorf("encode footer: %w", err)
 	}
@@ -165,7 +227,7 @@ func (f *parquetFile) close() error {
 type encodedRowGroup struct {
 	data          []byte
 	buf           *[]byte // data's pooled buffer
-	columns       [numColumns]format.ColumnChunk
+	columns       [numColumns]footerColumnChunk
 	hasDictionary [numColumns]bool
 	numRows       int64
 	uncompressed  int64
@@ -192,13 +254,15 @@ var (
 	rowGroupBuffers  = sync.Pool{New: func() any { return new([]byte) }}
 )
 
-// encodeRowGroup encodes and compresses rows as one row group.
-func encodeRowGroup(rows []Row) (*encodedRowGroup, error) {
+// encodeRowGroup encodes and compresses rows as one row group. textBytes is
+// the rows' size as rowBytes counts it, which the Writer has tracked to cut
+// the batch: it sizes the row group's buffer.
+func encodeRowGroup(rows []Row, textBytes int) (*encodedRowGroup, error) {
 	e := rowGroupEncoders.Get().(*rowGroupEncoder)
 	defer rowGroupEncoders.Put(e)
 	e.rows = rows
 	buf := rowGroupBuffers.Get().(*[]byte)
-	e.rg = &encodedRowGroup{numRows: int64(len(rows)), buf: buf, data: slices.Grow((*buf)[:0], rowsBytes(rows)/3)}
+	e.rg = &encodedRowGroup{numRows: int64(len(rows)), buf: buf, data: slices.Grow((*buf)[:0], textBytes/3)}
 	defer func() { e.rows, e.rg = nil, nil }()
 
 	message := func(list func(*Row) []Message, field func(*Message) string) func(*Row, func(string)) {
@@ -244,27 +308,20 @@ func encodeRowGroup(rows []Row) (*encodedRowGroup, error) {
 	return e.rg, nil
 }
 
-func rowsBytes(rows []Row) int {
-	n := 0
-	for i := range rows {
-		n += rowBytes(&rows[i])
-	}
-	return n
-}
-
 // beginChunk starts column col's chunk at the end of the row group's data.
-func (e *rowGroupEncoder) beginChunk(col int, typ format.Type, encodings ...format.Encoding) *format.ColumnChunk {
+// Its file_offset stays 0: the field is deprecated and means the offset of a
+// copy of the ColumnMetaData outside the footer, which is not written
+// (parquet-format's parquet.thrift; parquet-java, Arrow and DuckDB write 0);
+// readers find the pages by dictionary_page_offset and data_page_offset.
+func (e *rowGroupEncoder) beginChunk(col int, typ format.Type, encodings ...format.Encoding) *footerColumnChunk {
 	e.dataPages = 0
 	c := &e.rg.columns[col]
-	*c = format.ColumnChunk{
-		FileOffset: int64(len(e.rg.data)),
-		MetaData: format.ColumnMetaData{
-			Type:         typ,
-			Encoding:     encodings,
-			PathInSchema: columnPaths()[col],
-			Codec:        format.Zstd,
-		},
-	}
+	*c = footerColumnChunk{MetaData: footerColumnMetaData{
+		Type:         typ,
+		Encoding:     encodings,
+		PathInSchema: columnPaths()[col],
+		Codec:        format.Zstd,
+	}}
 	return c
 }
 
@@ -300,7 +357,7 @@ func (p *page) endRow(n int) {
 
 // writePage compresses a data page (v2: levels stay uncompressed) into the
 // row group's data.
-func (e *rowGroupEncoder) writePage(c *format.ColumnChunk, p page) error {
+func (e *rowGroupEncoder) writePage(c *footerColumnChunk, p page) error {
 	var reps, defs []byte
 	if p.reps != nil {
 		enc := rle.Encoding{BitWidth: 1}
@@ -352,7 +409,7 @@ func (e *rowGroupEncoder) writePage(c *format.ColumnChunk, p page) error {
 // appendPage appends a page header, with the bodies' checksum, and the
 // bodies to the row group's data and counts them in the chunk's sizes (the
 // header in both).
-func (e *rowGroupEncoder) appendPage(c *format.ColumnChunk, h *format.PageHeader, bodies ...[]byte) error {
+func (e *rowGroupEncoder) appendPage(c *footerColumnChunk, h *format.PageHeader, bodies ...[]byte) error {
 	// The CRC-32 of the page's bodies as stored: zstd frames carry no
 	// checksum and levels and indices none at all, so without it a flipped
 	// bit can read back as a different, plausible row.
@@ -404,7 +461,7 @@ func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string, stats boo
 		}
 	}
 	if stats {
-		c.MetaData.Statistics = s.statistics(func(v string) []byte { return []byte(v) })
+		stringBounds(&c.MetaData.Statistics, &s)
 	}
 	return nil
 }
@@ -524,9 +581,7 @@ func (e *rowGroupEncoder) dictionary(col int, levels bool, each func(*Row, func(
 	if err := e.writePage(c, p); err != nil {
 		return err
 	}
-	nulls := c.MetaData.Statistics.NullCount
-	c.MetaData.Statistics = s.statistics(func(v string) []byte { return []byte(v) })
-	c.MetaData.Statistics.NullCount = nulls
+	stringBounds(&c.MetaData.Statistics, &s)
 	return nil
 }
 
@@ -545,7 +600,7 @@ func (e *rowGroupEncoder) int64s(col int, get func(*Row) int64) error {
 	if err := e.writePage(c, p); err != nil {
 		return err
 	}
-	c.MetaData.Statistics = s.statistics(func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) })
+	s.bounds(&c.MetaData.Statistics, func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) })
 	return nil
 }
 
@@ -579,7 +634,7 @@ func (e *rowGroupEncoder) doubles(col int, get func(*Row) float64) error {
 		if s.max == 0 {
 			s.max = 0
 		}
-		c.MetaData.Statistics = s.statistics(func(v float64) []byte {
+		s.bounds(&c.MetaData.Statistics, func(v float64) []byte {
 			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
 		})
 	}
@@ -615,9 +670,74 @@ func (m *minMax[T]) add(v T) {
 	m.min, m.max = min(m.min, v), max(m.max, v)
 }
 
-func (m *minMax[T]) statistics(encode func(T) []byte) format.Statistics {
+// bounds sets a chunk's statistics to m's bounds, exact.
+func (m *minMax[T]) bounds(s *footerStatistics, encode func(T) []byte) {
 	if !m.set {
-		return format.Statistics{}
+		return
 	}
-	return format.Statistics{MinValue: encode(m.min), MaxValue: encode(m.max)}
+	s.MinValue, s.IsMinValueExact = encode(m.min), thrift.New(true)
+	s.MaxValue, s.IsMaxValueExact = encode(m.max), thrift.New(true)
+}
+
+// statsMaxBytes bounds a string statistic, as Arrow's writer (64 bytes) and
+// parquet-java's column indexes do: a chunk's bounds are copied into the
+// footer, where a long identifier would cost its length in every row group.
+const statsMaxBytes = 64
+
+// stringBounds sets a chunk's statistics to m's bounds under the format's
+// order for UTF-8 strings (unsigned bytewise), each at most statsMaxBytes
+// long and flagged inexact when truncated: the minimum becomes a prefix,
+// the maximum a prefix with its last character incremented, or nothing when
+// no such bound fits. Values are valid UTF-8 (checkRow), and so are the
+// bounds.
+func stringBounds(s *footerStatistics, m *minMax[string]) {
+	if !m.set {
+		return
+	}
+	lo, exact := m.min, true
+	if len(lo) > statsMaxBytes {
+		lo, exact = lo[:runeCut(lo, statsMaxBytes)], false
+	}
+	s.MinValue, s.IsMinValueExact = []byte(lo), thrift.New(exact)
+	if hi, exact, ok := upperBound(m.max); ok {
+		s.MaxValue, s.IsMaxValueExact = []byte(hi), thrift.New(exact)
+	}
+}
+
+// runeCut returns the largest n <= limit at which s can be cut without
+// splitting a character.
+func runeCut(s string, limit int) int {
+	n := limit
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
+// upperBound returns v, or when it is over statsMaxBytes, the shortest
+// string over v in bytewise order that a truncated prefix of v gives:
+// cut after a character that can be incremented (not U+10FFFF; U+D7FF
+// becomes U+E000, past the surrogates), incremented. In UTF-8 bytewise
+// order is code point order, so it is greater than every string starting
+// with v's prefix up to that character, v among them. ok is false when no
+// character of the prefix can be incremented within the limit.
+func upperBound(v string) (bound string, exact, ok bool) {
+	if len(v) <= statsMaxBytes {
+		return v, true, true
+	}
+	for end := runeCut(v, statsMaxBytes); end > 0; {
+		r, size := utf8.DecodeLastRuneInString(v[:end])
+		end -= size
+		if r == utf8.MaxRune || r == utf8.RuneError && size == 1 {
+			continue
+		}
+		next := r + 1
+		if next == 0xd800 {
+			next = 0xe000
+		}
+		if end+utf8.RuneLen(next) <= statsMaxBytes {
+			return v[:end] + string(next), false, true
+		}
+	}
+	return "", false, false
 }

@@ -82,7 +82,8 @@ func writeEncoded(t *testing.T, rows []Row, groupRows int) []byte {
 		t.Fatal(err)
 	}
 	for start := 0; start < len(rows); start += groupRows {
-		rg, err := encodeRowGroup(rows[start:min(start+groupRows, len(rows))])
+		group := rows[start:min(start+groupRows, len(rows))]
+		rg, err := encodeRowGroup(group, textBytes(group))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,10 +249,15 @@ func filePages(t *testing.T, data []byte) []parquetPage {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	badFileOffset := false
 	for g, rg := range md.RowGroups {
 		var compressed, uncompressed int64
 		for col, c := range rg.Columns {
 			cmd := c.MetaData
+			if c.FileOffset != 0 && !badFileOffset {
+				badFileOffset = true // once a file
+				t.Errorf("row group %d column %d: file_offset %d; want 0 (deprecated, no ColumnMetaData outside the footer)", g, col, c.FileOffset)
+			}
 			var values, rows, chunkCompressed, chunkUncompressed int64
 			dataPages := 0
 			for _, p := range pages {
@@ -284,7 +290,7 @@ func filePages(t *testing.T, data []byte) []parquetPage {
 			compressed += cmd.TotalCompressedSize
 			uncompressed += cmd.TotalUncompressedSize
 		}
-		if compressed != rg.TotalCompressedSize || uncompressed != rg.TotalByteSize || int(rg.Ordinal) != g {
+		if compressed != rg.TotalCompressedSize || uncompressed != rg.TotalByteSize || rg.Ordinal != int16(g) {
 			t.Errorf("row group %d: sizes %d/%d (ordinal %d), its chunks' %d/%d", g, rg.TotalCompressedSize, rg.TotalByteSize, rg.Ordinal, compressed, uncompressed)
 		}
 	}
@@ -566,10 +572,12 @@ func TestParquetEncoderMatchesParquetGo(t *testing.T) {
 // of its row group's values: unsigned bytewise order for strings, signed
 // for integers, numeric for doubles with the format's rules (no bounds with
 // a NaN; a zero minimum -0.0, a zero maximum +0.0); none for message texts;
-// null count = rows with an empty list.
+// null count = rows with an empty list. String bounds over statsMaxBytes
+// must be truncated: see checkStringBounds.
 func checkStatistics(t *testing.T, data []byte, rows []Row, groupRows int) {
 	t.Helper()
 	pf := openFile(t, data)
+	exact := footerExactness(t, data)
 	roles := func(ms []Message) (out [][]byte) {
 		for _, m := range ms {
 			out = append(out, []byte(m.Role))
@@ -642,6 +650,13 @@ func checkStatistics(t *testing.T, data []byte, rows []Row, groupRows int) {
 				nulls = int64(countEmpty(group, func(r Row) []Message { return r.Completion }))
 			}
 			s := c.MetaData.Statistics
+			where := fmt.Sprintf("row group %d, column %s", g, strings.Join(c.MetaData.PathInSchema, "."))
+			if strs[col] != nil && lo != nil {
+				checkStringBounds(t, where, s.MinValue, s.MaxValue, exact[g][col], lo, hi)
+				lo, hi = s.MinValue, s.MaxValue // checked
+			} else if lo != nil && exact[g][col] != [2]thrift.Null[bool]{thrift.New(true), thrift.New(true)} {
+				t.Errorf("%s: exact bounds flagged %v", where, exact[g][col])
+			}
 			if !bytes.Equal(s.MinValue, lo) || !bytes.Equal(s.MaxValue, hi) || (lo == nil) != (s.MinValue == nil) || s.NullCount != nulls {
 				t.Errorf("row group %d, column %s: statistics %.40q..%.40q, %d nulls; want %.40q..%.40q, %d nulls",
 					g, strings.Join(c.MetaData.PathInSchema, "."), s.MinValue, s.MaxValue, s.NullCount, lo, hi, nulls)

@@ -203,10 +203,10 @@ func (w *Writer) flushBatch(sw *splitWriter) {
 	if len(sw.batch) == 0 {
 		return
 	}
-	batch := sw.batch
+	batch, textBytes := sw.batch, sw.batchBytes
 	sw.batch, sw.batchBytes = make([]Row, 0, len(batch)), 0
 	w.stream.Go(func() stream.Callback {
-		rg, err := encodeRowGroup(batch)
+		rg, err := encodeRowGroup(batch, textBytes)
 		return func() {
 			if w.failure() != nil {
 				return
