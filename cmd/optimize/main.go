@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			serveCommand(),
 			cacheCommand(),
 			synthCommand(),
+			showCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		// Repeatable flags are repeated, never comma-split: candidate specs
