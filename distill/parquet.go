@@ -279,7 +279,7 @@ func encodeRowGroup(rows []Row, textBytes int) (*encodedRowGroup, error) {
 	content := func(m *Message) string { return m.Content }
 
 	steps := []func() error{
-		func() error { return e.plainStrings(colID, func(r *Row) string { return r.ID }, true) },
+		func() error { return e.plainStrings(colID, func(r *Row) string { return r.ID }) },
 		func() error { return e.dictMessages(colPromptRole, message(prompt, role)) },
 		func() error { return e.plainMessages(colPromptContent, message(prompt, content)) },
 		func() error { return e.dictMessages(colCompletionRole, message(completion, role)) },
@@ -435,7 +435,7 @@ func (e *rowGroupEncoder) appendPage(c *footerColumnChunk, h *format.PageHeader,
 
 // plainStrings writes a required string column PLAIN, in pages of about
 // pageBufferSize.
-func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string, stats bool) error {
+func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string) error {
 	c := e.beginChunk(col, format.ByteArray, format.Plain)
 	var s minMax[string]
 	p := page{encoding: format.Plain, values: e.values[:0]}
@@ -444,9 +444,7 @@ func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string, stats boo
 		p.values = appendByteArray(p.values, v)
 		p.rows++
 		p.count++
-		if stats {
-			s.add(v)
-		}
+		s.add(v)
 		if len(p.values) >= pageBufferSize {
 			if err := e.writePage(c, p); err != nil {
 				return err
@@ -460,9 +458,7 @@ func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string, stats boo
 			return err
 		}
 	}
-	if stats {
-		stringBounds(&c.MetaData.Statistics, &s)
-	}
+	stringBounds(&c.MetaData.Statistics, &s)
 	return nil
 }
 
