@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -529,8 +527,7 @@ func (ev *evolution) child(ctx context.Context, g, i int, pop []Member) (Member,
 	if err != nil {
 		return Member{}, nil, err
 	}
-	sum := sha256.Sum256(append(reqJSON, ev.OptimizerModels...))
-	key, reqHash := childKey{g, i}, hex.EncodeToString(sum[:])
+	key, reqHash := childKey{g, i}, digest(append(reqJSON, ev.OptimizerModels...))
 	if m, inv, ok, err := ev.replay(key, reqHash); ok || err != nil {
 		return m, inv, err
 	}

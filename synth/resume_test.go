@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/compress"
 )
 
 // TestOpenResumed resumes from the files a killed run can leave, and
@@ -35,10 +37,7 @@ func TestOpenResumed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs bytes.Buffer
-			prev := slog.Default()
-			slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
-			t.Cleanup(func() { slog.SetDefault(prev) })
+			logs := captureLogs(t)
 			path := filepath.Join(t.TempDir(), "f.jsonl")
 			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
 				t.Fatal(err)
@@ -81,4 +80,144 @@ func TestOpenResumed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// captureLogs sends slog's output to the buffer returned for the test.
+func captureLogs(t *testing.T) *bytes.Buffer {
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	return &logs
+}
+
+// workflowLines returns the lines of a workflows file, without newlines.
+func workflowLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// TestRunResumesOnlyUnchanged resumes a run after its workflows file was
+// rewritten: a workflow edited under its id is executed again, and the
+// output equals an uninterrupted run's on the new file; the same
+// workflows written with their keys in another order are not.
+func TestRunResumesOnlyUnchanged(t *testing.T) {
+	e := startEmbedded(t)
+	x := e.executor(t, planAware(t), compress.DefaultPlanK)
+	lines := workflowLines(t, e.generated(t, 3))
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(lines[1]), &doc); err != nil {
+		t.Fatal(err)
+	}
+	reordered, err := json.Marshal(doc) // keys sorted
+	if err != nil || string(reordered) == lines[1] {
+		t.Fatalf("fixture: %s (%v)", reordered, err)
+	}
+	edited := strings.Replace(lines[1], `"input":"`, `"input":"The archive moved to the third floor.\n`, 1)
+	if edited == lines[1] {
+		t.Fatalf("fixture: %s", lines[1])
+	}
+	tests := []struct {
+		name, line string
+		resumed    int
+	}{
+		{"keys in another order", string(reordered), 3},
+		{"edited under the same id", edited, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wfs := filepath.Join(t.TempDir(), WorkflowsFile)
+			write := func(ls ...string) {
+				if err := os.WriteFile(wfs, []byte(strings.Join(ls, "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(lines...)
+			dir := t.TempDir()
+			_, before := runInto(t, x, wfs, dir)
+			write(lines[0], tc.line, lines[2])
+			logs := captureLogs(t)
+			sum, got := runInto(t, x, wfs, dir)
+			if sum.Resumed != tc.resumed || sum.Read != 3 || sum.Executed != 3 {
+				t.Fatalf("resumed %d, read %d, executed %d; want resumed %d of 3", sum.Resumed, sum.Read, sum.Executed, tc.resumed)
+			}
+			_, want := runInto(t, x, wfs, t.TempDir())
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s after the resume differs from a fresh run's on the same file", ExecutionsFile)
+			}
+			changed := tc.resumed < 3
+			if !bytes.Equal(got, before) != changed {
+				t.Errorf("%s changed: %v, want %v", ExecutionsFile, !bytes.Equal(got, before), changed)
+			}
+			warned := strings.Contains(logs.String(), "workflow="+readLines[Execution](t, filepath.Join(dir, ExecutionsFile))[1].ID)
+			if warned != changed {
+				t.Errorf("warning naming the changed workflow: %v, want %v: %q", warned, changed, logs.String())
+			}
+		})
+	}
+}
+
+// runInto runs the workflows of wfs into dir and returns the summary and
+// executions.jsonl.
+func runInto(t *testing.T, x *Executor, wfs, dir string) (RunSummary, []byte) {
+	t.Helper()
+	sum, err := Run(t.Context(), x, RunOptions{Workflows: wfs, Dir: dir, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ExecutionsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum, b
+}
+
+// TestRunReadsWorkflowsByTheTornRule feeds a workflows file whose last
+// line was cut short, and one damaged elsewhere (jsonl.Torn).
+func TestRunReadsWorkflowsByTheTornRule(t *testing.T) {
+	e := startEmbedded(t)
+	x := e.executor(t, planAware(t), compress.DefaultPlanK)
+	lines := workflowLines(t, e.generated(t, 3))
+	wfs := filepath.Join(t.TempDir(), WorkflowsFile)
+	write := func(content string) {
+		if err := os.WriteFile(wfs, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("torn last line", func(t *testing.T) {
+		write(lines[0] + "\n" + lines[1] + "\n" + lines[2][:len(lines[2])/2])
+		logs := captureLogs(t)
+		dir := t.TempDir()
+		sum, err := Run(t.Context(), x, RunOptions{Workflows: wfs, Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Read != 2 || sum.Executed != 2 || sum.Rejections[RejectInvalid] != 0 {
+			t.Fatalf("read %d, executed %d, rejections %v; want the 2 whole lines executed and the torn one left out", sum.Read, sum.Executed, sum.Rejections)
+		}
+		if warning := "file=" + wfs + " line=3"; !strings.Contains(logs.String(), warning) {
+			t.Errorf("no warning naming %s: %q", warning, logs.String())
+		}
+		// Once the write is complete, the line is executed.
+		write(strings.Join(lines, "\n") + "\n")
+		if sum, err = Run(t.Context(), x, RunOptions{Workflows: wfs, Dir: dir}); err != nil || sum.Resumed != 2 || sum.Executed != 3 {
+			t.Fatalf("after the line was completed: resumed %d, executed %d (%v)", sum.Resumed, sum.Executed, err)
+		}
+	})
+	t.Run("damaged line in the middle", func(t *testing.T) {
+		write(lines[0] + "\n" + lines[1][:len(lines[1])/2] + "\n" + lines[2] + "\n")
+		dir := filepath.Join(t.TempDir(), "run")
+		_, err := Run(t.Context(), x, RunOptions{Workflows: wfs, Dir: dir})
+		var inv *InvalidError
+		if !errors.As(err, &inv) || !strings.Contains(err.Error(), wfs+":2: not JSON") {
+			t.Fatalf("error %v, want an InvalidError naming %s:2", err, wfs)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the run wrote %s before it found the damage (%v)", dir, err)
+		}
+	})
 }

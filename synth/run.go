@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -116,8 +116,12 @@ func (x *Executor) Config() RunConfig {
 // Execution is one line of executions.jsonl: a workflow's dual execution
 // and the acceptance filter's decision, or why the line was not executed.
 type Execution struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
+	Index int    `json:"index"`
+	ID    string `json:"id"`
+	// Digest is the workflow's (Workflow.Digest), or the line's bytes'
+	// when it is not a valid workflow; a resumed run reuses the execution
+	// only while the line's is the same.
+	Digest   string `json:"digest"`
 	Domain   string `json:"domain,omitempty"`
 	Executed bool   `json:"executed"`
 	Accepted bool   `json:"accepted"`
@@ -513,12 +517,24 @@ type RunOptions struct {
 
 // Run executes every workflow of opts.Workflows in x and writes one
 // execution per line, in the file's order, resuming a directory a previous
-// run left: finished workflows are reused, not run again. A line that is
-// not a valid workflow is recorded as rejected (invalid) and the run goes
-// on. Memory stays flat: workflows stream through.
+// run left: the executions of workflows unchanged since (same line, id and
+// Digest) are reused, not run again. A line that is JSON but not a valid
+// workflow is recorded as rejected (invalid) and the run goes on; the
+// file's lines follow jsonl's rule (a torn last line is left out with a
+// warning, a line that is not JSON elsewhere is an error before anything
+// runs). Memory stays flat: workflows stream through.
 func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) {
 	if opts.Concurrency < 1 {
 		opts.Concurrency = 1
+	}
+	f, err := os.Open(opts.Workflows)
+	if err != nil {
+		return RunSummary{}, fmt.Errorf("synth run: %w", err)
+	}
+	defer f.Close()
+	total, err := countLines(f, opts.Workflows, opts.Limit)
+	if err != nil {
+		return RunSummary{}, err
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return RunSummary{}, fmt.Errorf("synth run: %w", err)
@@ -526,74 +542,53 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 	if err := checkSettings(opts.Dir, RunSettingsFile, x.Config()); err != nil {
 		return RunSummary{}, err
 	}
-	z := newSummarizer()
-	// done and todo hash the ids of the executions found and of the
-	// workflow lines they stand for: a directory made from other workflows
-	// is not resumed.
-	done, todo := fnv.New64a(), fnv.New64a()
-	out, err := openResumed(filepath.Join(opts.Dir, ExecutionsFile), func(line []byte) error {
-		var ex Execution
-		if err := json.Unmarshal(line, &ex); err != nil {
-			return err
-		}
-		done.Write([]byte(ex.ID + "\n"))
-		if ex.Index != z.s.Read {
-			return fmt.Errorf("execution of line %d where line %d was due", ex.Index+1, z.s.Read+1)
-		}
-		z.add(&ex)
-		return nil
-	})
+	out, z, done, err := openExecutions(opts.Dir)
 	if err != nil {
 		return RunSummary{}, err
 	}
-	defer out.Close()
-	resumed := z.s.Read
+	defer func() { out.Close() }()
+	if total < len(done) {
+		return RunSummary{}, foreignRun(opts, len(done))
+	}
+	resumed, err := unchanged(f, opts, done)
+	if err != nil {
+		return RunSummary{}, err
+	}
+	if resumed < len(done) {
+		// The file stays in the workflows' order, as an uninterrupted run
+		// writes it, so the executions from the changed workflow on are
+		// dropped; the unchanged ones among them are run again, their
+		// calls answered by the LLM cache when the job keeps one.
+		slog.Warn("a workflow changed since its execution: running it again, and dropping the executions after it",
+			"workflow", done[resumed].id, "file", opts.Workflows, "line", resumed+1, "dropped", len(done)-resumed)
+		out.Close()
+		if err := os.Truncate(filepath.Join(opts.Dir, ExecutionsFile), done[resumed].offset); err != nil {
+			return RunSummary{}, fmt.Errorf("synth run: %w", err)
+		}
+		if out, z, _, err = openExecutions(opts.Dir); err != nil {
+			return RunSummary{}, err
+		}
+	}
 
-	f, err := os.Open(opts.Workflows)
-	if err != nil {
-		return RunSummary{}, fmt.Errorf("synth run: %w", err)
-	}
-	defer f.Close()
-	total, err := countLines(f)
-	if err != nil {
-		return RunSummary{}, err
-	}
-	if opts.Limit > 0 {
-		total = min(total, opts.Limit)
-	}
-	prog := progress.New("execute workflows", max(total-resumed, 0))
+	prog := progress.New("execute workflows", total-resumed)
 	defer prog.Finish()
-	rd := jsonl.NewReader(f, opts.Workflows, jsonl.Limits{Line: 16 << 20})
+	rd := jsonl.NewReader(f, opts.Workflows, jsonl.Limits{Line: maxWorkflowLine})
 	s := stream.New().WithMaxGoroutines(opts.Concurrency)
 	// firstErr is the callbacks' (in order); failed lets the reading loop
 	// stop early without reading it.
 	var firstErr, readErr error
 	var failed atomic.Bool
-	if total < resumed {
-		readErr = foreignRun(opts, resumed)
-	}
-	for i := 0; i < total && readErr == nil && ctx.Err() == nil && !failed.Load(); i++ {
+	for i := 0; i < total && ctx.Err() == nil && !failed.Load(); i++ {
 		line, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
 		if err != nil {
-			readErr = err
+			// countLines read these lines already: the file changed.
+			readErr = fmt.Errorf("synth run: %s changed while it was read: %w", opts.Workflows, err)
 			break
 		}
 		if i < resumed {
-			todo.Write([]byte(lineID(line) + "\n"))
-			if i == resumed-1 && done.Sum64() != todo.Sum64() {
-				readErr = foreignRun(opts, resumed)
-				break
-			}
 			continue
 		}
-		w, perr := Parse(line)
-		id := ""
-		if perr != nil {
-			id = lineID(line) // line is the reader's buffer, reused
-		}
+		w, id, sum, perr := identify(line)
 		s.Go(func() stream.Callback {
 			ex := Execution{Index: i}
 			var err error
@@ -604,13 +599,13 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 					err = perr
 					break
 				}
-				ex.ID = id
+				ex.ID, ex.Digest = id, sum
 				ex.Rejections = []Rejection{{RejectInvalid, fmt.Sprintf("%s:%d: %s", opts.Workflows, i+1, inv.Error())}}
 			case ctx.Err() != nil:
 				err = ctx.Err()
 			default:
 				ex, err = x.Execute(ctx, &w)
-				ex.Index = i
+				ex.Index, ex.Digest = i, sum
 			}
 			return func() {
 				if firstErr != nil {
@@ -650,6 +645,62 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 	return sum, atomicfile.WriteFile(filepath.Join(opts.Dir, RunSummaryFile), append(b, '\n'), 0o644)
 }
 
+// maxWorkflowLine bounds one line of a workflows file.
+const maxWorkflowLine = 16 << 20
+
+// executed is what a resumed execution says of the workflow line it
+// stands for, and where it begins in executions.jsonl.
+type executed struct {
+	id, digest string
+	offset     int64
+}
+
+// openExecutions opens dir's executions.jsonl for appending, with the
+// summary of the executions a previous run wrote and what each stands for.
+func openExecutions(dir string) (*os.File, *summarizer, []executed, error) {
+	z := newSummarizer()
+	var done []executed
+	var offset int64
+	out, err := openResumed(filepath.Join(dir, ExecutionsFile), func(line []byte) error {
+		var ex Execution
+		if err := json.Unmarshal(line, &ex); err != nil {
+			return err
+		}
+		if ex.Index != z.s.Read {
+			return fmt.Errorf("execution of line %d where line %d was due", ex.Index+1, z.s.Read+1)
+		}
+		done = append(done, executed{ex.ID, ex.Digest, offset})
+		offset += int64(len(line)) + 1
+		z.add(&ex)
+		return nil
+	})
+	return out, z, done, err
+}
+
+// unchanged compares the first len(done) lines of f with the executions
+// done and returns how many lead unchanged; it rewinds f. A line under
+// another id means the directory holds another file's executions: it is
+// refused, not mixed, whatever changed before it.
+func unchanged(f *os.File, opts RunOptions, done []executed) (int, error) {
+	rd := jsonl.NewReader(f, opts.Workflows, jsonl.Limits{Line: maxWorkflowLine})
+	same := len(done)
+	for i := range done {
+		line, err := rd.Next()
+		if err != nil {
+			return 0, fmt.Errorf("synth run: %s changed while it was read: %w", opts.Workflows, err)
+		}
+		_, id, sum, _ := identify(line)
+		if id != done[i].id {
+			return 0, foreignRun(opts, len(done))
+		}
+		if sum != done[i].digest {
+			same = min(same, i)
+		}
+	}
+	_, err := f.Seek(0, io.SeekStart)
+	return same, err
+}
+
 func foreignRun(opts RunOptions, n int) error {
 	return fmt.Errorf("%w: %s holds executions of other workflows than the first %d of %s; use another --out", ErrForeignDir, opts.Dir, n, opts.Workflows)
 }
@@ -669,6 +720,17 @@ func generation(dir string, read int) (int, RoleUsage) {
 	return g.Generated, g.Usage
 }
 
+// identify parses a workflow line and names it: a valid workflow by its
+// id and Digest; another line by the id it may hold and the digest of its
+// bytes (an edit that makes it valid is a change).
+func identify(line []byte) (w Workflow, id, sum string, err error) {
+	w, err = Parse(line)
+	if err != nil {
+		return w, lineID(line), digest(line), err
+	}
+	return w, w.ID, w.Digest(), nil
+}
+
 // lineID is the id of a workflow line that failed validation, when it has
 // a readable one.
 func lineID(line []byte) string {
@@ -684,34 +746,34 @@ func lineID(line []byte) string {
 	return ""
 }
 
-// countLines counts the lines of f (a last line without a newline too) and
-// rewinds it.
-func countLines(f *os.File) (int, error) {
-	buf := make([]byte, 64<<10)
-	n, last := 0, byte('\n')
-	for {
-		k, err := f.Read(buf)
-		for _, c := range buf[:k] {
-			if c == '\n' {
-				n++
-			}
+// countLines counts the lines of f named name, up to limit (0: all), by
+// jsonl's rule: a torn last line is left out with a warning, and a line
+// that is not JSON elsewhere is damage, an error naming it, found before
+// anything is executed. It rewinds f.
+func countLines(f *os.File, name string, limit int) (int, error) {
+	rd := jsonl.NewReader(f, name, jsonl.Limits{Line: maxWorkflowLine})
+	n := 0
+	for line, err := range rd.All() {
+		if err != nil {
+			return 0, err
 		}
-		if k > 0 {
-			last = buf[k-1]
-		}
-		if errors.Is(err, io.EOF) {
+		if limit > 0 && n == limit {
 			break
 		}
-		if err != nil {
-			return 0, fmt.Errorf("read %s: %w", f.Name(), err)
+		if !json.Valid(line) {
+			if rd.SkipTorn(errNotJSON) {
+				break
+			}
+			return 0, &InvalidError{What: "workflows file", Problems: []Problem{{Message: fmt.Sprintf(
+				"%s:%d: %v (a damaged line: only the last line of a file can be cut short); repair or remove the line", name, rd.Line(), errNotJSON)}}}
 		}
-	}
-	if last != '\n' {
 		n++
 	}
 	_, err := f.Seek(0, io.SeekStart)
 	return n, err
 }
+
+var errNotJSON = errors.New("not JSON")
 
 // PrintRunSummary writes the summary's headline figures.
 func PrintRunSummary(w io.Writer, s RunSummary) {

@@ -237,7 +237,7 @@ func TestRunRejectsBadWorkflows(t *testing.T) {
 		t.Fatalf("fixture: %s", lines[1])
 	}
 	bad := []struct{ line, want string }{
-		{"this is not json", "not JSON"},
+		{`["a JSON array"]`, "got array, want object"},
 		{`{"id": "wf-x", "domain": "office"}`, "input: missing (required)"},
 		{noInstr, `plan[0]: step "t9" refers to no instruction`},
 	}

@@ -4,7 +4,9 @@ package synth
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +55,24 @@ type OutputSpec struct {
 type Checker struct {
 	Expected string   `json:"expected,omitempty"`
 	Facts    []string `json:"facts,omitempty"`
+}
+
+// Digest names w by its content: the digest of its canonical bytes (its
+// JSON as this type writes it), so a workflow edited under the same id is
+// another input, while a change of white space or key order is not.
+func (w *Workflow) Digest() string {
+	b, err := json.Marshal(w)
+	if err != nil {
+		panic("synth: marshal a workflow: " + err.Error()) // strings and slices only
+	}
+	return digest(b)
+}
+
+// digest is the one way synth names an input by its bytes (a workflow, an
+// optimizer request): hex SHA-256.
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // Instruction returns the instruction of plan step i.

@@ -64,6 +64,7 @@ func TestSynthRun(t *testing.T) {
 		{"elite not below population", []string{"--workflows", wf, "--config", writeJob(t, t.TempDir(), func(s string) string {
 			return strings.Replace(s, "elite: 2 ", "elite: 8 ", 1)
 		})}, "synth.evolve.elite"},
+		{"damaged workflows line", []string{"--workflows", writeFile(t, dir, "damaged.jsonl", `{"id": "wf-000000", "inp`+"\n{}\n")}, "damaged.jsonl:1: not JSON"},
 		{"another run's directory", []string{"--workflows", wf, "--out", out, "--config", writeJob(t, t.TempDir(), func(s string) string {
 			return strings.Replace(s, "threshold: 0.9 ", "threshold: 0.5 ", 1)
 		})}, "other settings"},
