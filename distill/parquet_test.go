@@ -76,6 +76,13 @@ func encoderRows(n int) []Row {
 // returns the file's bytes.
 func writeEncoded(t *testing.T, rows []Row, groupRows int) []byte {
 	t.Helper()
+	return writeEdited(t, rows, groupRows, func(int, *encodedRowGroup) {})
+}
+
+// writeEdited is writeEncoded with edit applied to each encoded row group
+// (by its index) before it is committed: a way to write wrong metadata.
+func writeEdited(t *testing.T, rows []Row, groupRows int, edit func(g int, rg *encodedRowGroup)) []byte {
+	t.Helper()
 	var b bytes.Buffer
 	f, err := newParquetFile(&b, SplitTrain)
 	if err != nil {
@@ -87,6 +94,7 @@ func writeEncoded(t *testing.T, rows []Row, groupRows int) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
+		edit(start/groupRows, rg)
 		if err := f.commit(rg); err != nil {
 			t.Fatal(err)
 		}
@@ -295,6 +303,65 @@ func filePages(t *testing.T, data []byte) []parquetPage {
 		}
 	}
 	return pages
+}
+
+// TestValidateStatistics: validate reports a value outside its row group's
+// statistics (readers filtering on them would skip its row), once per column
+// and row group, and accepts the encoder's own bounds, truncated ones too.
+func TestValidateStatistics(t *testing.T) {
+	rows := encoderRows(40)
+	for i := range rows {
+		rows[i].ID = strings.Repeat("x", 100) + rows[i].ID // ids past the 64-byte stats limit
+	}
+	le := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	tests := []struct {
+		name   string
+		edit   func(st *footerStatistics)
+		col    int
+		column string // the violation's field; "" for none
+	}{
+		{"the encoder's bounds", func(*footerStatistics) {}, colID, ""},
+		{"string max below a value", func(st *footerStatistics) { st.MaxValue = []byte("x") }, colID, "id"},
+		{"string min above a value", func(st *footerStatistics) { st.MinValue = []byte("zz") }, colTaskID, "task_id"},
+		{"list element max below a value", func(st *footerStatistics) { st.MaxValue = []byte("a") }, colPromptRole, "prompt.list.element.role"},
+		{"int64 min above a value", func(st *footerStatistics) { st.MinValue = le(1 << 40) }, colStep, "step"},
+		{"double max below a value", func(st *footerStatistics) { st.MaxValue = le(math.Float64bits(-1)) }, colCompressionRatio, "compression_ratio"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := writeEdited(t, rows, 13, func(g int, rg *encodedRowGroup) {
+				if g == 1 {
+					tt.edit(&rg.columns[tt.col].MetaData.Statistics)
+				}
+			})
+			path := filepath.Join(t.TempDir(), "train.parquet")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			vs, err := ValidateFile(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Violation
+			for _, v := range vs {
+				if strings.Contains(v.Message, "statistics") {
+					got = append(got, v)
+				}
+			}
+			// encoderRows break value rules on purpose: only statistics count.
+			if tt.column == "" {
+				if len(got) != 0 {
+					t.Errorf("statistics violations %v, want none", got)
+				}
+				return
+			}
+			// Row group 1 holds rows 14 to 26: one report, naming its first
+			// row outside the bound.
+			if len(got) != 1 || got[0].Field != tt.column || got[0].Row < 14 || got[0].Row > 26 {
+				t.Errorf("statistics violations %v, want one for %s in rows 14-26", got, tt.column)
+			}
+		})
+	}
 }
 
 // TestParquetEncoderChecksums checks that every page carries the CRC-32 of

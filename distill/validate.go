@@ -58,8 +58,9 @@ const maxViolations = 1000
 // non-empty string content; at least one assistant message); any other line
 // must be a prompt–completion row with its metadata. A Parquet file must have
 // the prompt–completion schema (message lists as LIST of STRUCT(role,
-// content)), zstd pages and plain or dictionary strings, and rows that pass
-// the same checks. The error is for files that cannot be read at all.
+// content)), zstd pages with intact checksums, plain or dictionary strings,
+// rows that pass the same checks, and column statistics that bound each
+// row group's values. The error is for files that cannot be read at all.
 func ValidateFile(ctx context.Context, path string) ([]Violation, error) {
 	vs := &violations{file: path}
 	var err error
@@ -459,6 +460,7 @@ func checkParquetRows(ctx context.Context, pf *parquet.File, vs *violations) err
 	r := parquet.NewGenericReader[Row](pf)
 	defer r.Close()
 	ids := map[string]int{}
+	bounds := newStatsBounds(pf.Metadata())
 	buf := make([]Row, 256)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -469,6 +471,7 @@ func checkParquetRows(ctx context.Context, pf *parquet.File, vs *violations) err
 			row++
 			checkRowValues(row, &buf[i], vs)
 			checkUniqueID(row, buf[i].ID, ids, vs)
+			bounds.check(row, &buf[i], vs)
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -479,6 +482,91 @@ func checkParquetRows(ctx context.Context, pf *parquet.File, vs *violations) err
 		}
 	}
 	return nil
+}
+
+// statsBounds checks each row's values against the statistics of its row
+// group: readers skip row groups by them (a filter in DuckDB or pyarrow), so
+// a bound that excludes a value drops that row from query results without
+// an error. Truncated string bounds (inexact) still bound the values.
+type statsBounds struct {
+	groups []format.RowGroup
+	g      int   // row group of the current row
+	end    int64 // rows before the end of group g
+	seen   map[int]bool
+}
+
+func newStatsBounds(md *format.FileMetaData) *statsBounds {
+	return &statsBounds{groups: md.RowGroups, g: -1, seen: map[int]bool{}}
+}
+
+// check checks r, the row-th row of the file (from 1).
+func (b *statsBounds) check(row int, r *Row, vs *violations) {
+	for int64(row) > b.end {
+		if b.g++; b.g >= len(b.groups) {
+			return // more rows than the footer names: the reader reports it
+		}
+		b.end += b.groups[b.g].NumRows
+	}
+	cols := b.groups[b.g].Columns
+	if len(cols) != numColumns {
+		return // the schema check reports it
+	}
+	str := func(col int, v string) {
+		st := &cols[col].MetaData.Statistics
+		if st.MinValue != nil && v < string(st.MinValue) || st.MaxValue != nil && v > string(st.MaxValue) {
+			b.report(row, col, vs, fmt.Sprintf("%q", v), fmt.Sprintf("%q", st.MinValue), fmt.Sprintf("%q", st.MaxValue))
+		}
+	}
+	i64 := func(col int, v int64) {
+		st := &cols[col].MetaData.Statistics
+		lo, okLo := fixed8(st.MinValue)
+		hi, okHi := fixed8(st.MaxValue)
+		if okLo && v < int64(lo) || okHi && v > int64(hi) {
+			b.report(row, col, vs, fmt.Sprint(v), fmt.Sprint(int64(lo)), fmt.Sprint(int64(hi)))
+		}
+	}
+	str(colID, r.ID)
+	for _, m := range r.Prompt {
+		str(colPromptRole, m.Role)
+	}
+	for _, m := range r.Completion {
+		str(colCompletionRole, m.Role)
+	}
+	str(colKind, r.Kind)
+	str(colSource, r.Source)
+	str(colTaskID, r.TaskID)
+	i64(colStep, r.Step)
+	str(colGuidelineID, r.GuidelineID)
+	str(colTeacherModel, r.TeacherModel)
+	i64(colInputTokens, r.InputTokens)
+	i64(colOutputTokens, r.OutputTokens)
+	st := &cols[colCompressionRatio].MetaData.Statistics
+	lo, okLo := fixed8(st.MinValue)
+	hi, okHi := fixed8(st.MaxValue)
+	if v := r.CompressionRatio; okLo && !(v >= math.Float64frombits(lo)) || okHi && !(v <= math.Float64frombits(hi)) {
+		b.report(row, colCompressionRatio, vs, fmt.Sprint(v), fmt.Sprint(math.Float64frombits(lo)), fmt.Sprint(math.Float64frombits(hi)))
+	}
+	str(colSplit, r.Split)
+}
+
+// report adds one violation per column and row group: one wrong bound
+// would otherwise be reported for every row it excludes.
+func (b *statsBounds) report(row, col int, vs *violations, v, lo, hi string) {
+	key := b.g*numColumns + col
+	if b.seen[key] {
+		return
+	}
+	b.seen[key] = true
+	path := strings.Join(b.groups[b.g].Columns[col].MetaData.PathInSchema, ".")
+	vs.add(row, path, "value %s is outside row group %d's statistics [%s, %s]: readers filtering on them would skip this row", v, b.g, lo, hi)
+}
+
+// fixed8 decodes an 8-byte PLAIN statistics value.
+func fixed8(b []byte) (uint64, bool) {
+	if len(b) != 8 {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b), true
 }
 
 // checkParquetSchema compares each column with the one Row gives, by name,
