@@ -86,9 +86,10 @@ func (c *Client) Model() string { return c.cfg.Model }
 func (c *Client) Tokenizer() *Tokenizer { return c.tok }
 
 // Stats returns the totals so far.
-func (c *Client) Stats() Stats { return c.stats.snapshot() }
+func (c *Client) Stats() Stats { return c.stats.snapshot(c.Cost) }
 
-// Cost prices u at the role's rates.
+// Cost prices u at the role's rates. It is linear in the tokens, so the
+// cost of a sum of calls is the cost of their summed usage.
 func (c *Client) Cost(u Usage) float64 {
 	return (float64(u.PromptTokens)*c.cfg.PriceIn + float64(u.CompletionTokens)*c.cfg.PriceOut) / 1e6
 }
@@ -116,7 +117,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 			return Response{}, fmt.Errorf("llm %s: %w", c.role, err)
 		}
 		if resp, ok := c.cachedChat(key); ok {
-			c.stats.answered(resp.Usage, 0, true, 0)
+			c.stats.answered(resp.Usage, Usage{}, true, 0)
 			return resp, nil
 		}
 	}
@@ -147,7 +148,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		// Not cached: another sample or a later server build may parse.
 		c.ReportMalformed(MalformedReply{Purpose: Purpose(purpose), Kind: MalformedUnparsed, Detail: "the server answered an error instead of the reply", Raw: err.Error()})
 		u := Usage{PromptTokens: c.tok.CountMessages(req.Messages)}
-		c.stats.answered(u, c.Cost(u), false, retries)
+		c.stats.answered(u, u, false, retries)
 		return Response{
 			Message: Message{Role: openai.ChatMessageRoleAssistant}, Usage: u,
 			FinishReason: FinishMalformed, Model: c.cfg.Model, Retries: retries,
@@ -167,7 +168,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		}
 	}
 	resp.Retries = retries
-	c.stats.answered(resp.Usage, c.Cost(resp.Usage), false, retries)
+	c.stats.answered(resp.Usage, resp.Usage, false, retries)
 	return resp, nil
 }
 
@@ -263,7 +264,7 @@ func (c *Client) Embeddings(ctx context.Context, texts []string) (Embeddings, er
 		missing = append(missing, i)
 	}
 	if len(missing) == 0 {
-		c.stats.answered(usage, 0, true, 0)
+		c.stats.answered(usage, Usage{}, true, 0)
 		return Embeddings{Vectors: out, Usage: usage, Cached: true}, nil
 	}
 
@@ -311,7 +312,7 @@ func (c *Client) Embeddings(ctx context.Context, texts []string) (Embeddings, er
 		}
 	}
 	usage.PromptTokens += fresh.PromptTokens
-	c.stats.answered(usage, c.Cost(fresh), false, retries)
+	c.stats.answered(usage, fresh, false, retries)
 	return Embeddings{Vectors: out, Usage: usage, Fresh: fresh, Retries: retries}, nil
 }
 

@@ -21,26 +21,34 @@ type Stats struct {
 	// MalformedKind); they are among Calls.
 	Malformed int64 `json:"malformed"`
 	// Token counts include cache hits; CostUSD does not, since a hit spends
-	// no money.
+	// no money. CostUSD prices the sum of the billed tokens, so it does not
+	// depend on the order the calls completed in.
 	PromptTokens     int64   `json:"prompt_tokens"`
 	CompletionTokens int64   `json:"completion_tokens"`
 	CostUSD          float64 `json:"cost_usd"`
 }
 
 // stats is the mutable, lock-guarded form of Stats. A mutex rather than
-// atomics keeps the float cost and the token counts consistent.
+// atomics keeps the counts consistent with each other. Cost is kept as the
+// billed (uncached) token sums, integers, and priced at the snapshot: a
+// float sum of each call's cost would round differently with the order
+// concurrent calls complete in, and two identical runs would differ.
 type stats struct {
-	mu sync.Mutex
-	s  Stats
+	mu     sync.Mutex
+	s      Stats
+	billed Usage
 }
 
-func (st *stats) snapshot() Stats {
+func (st *stats) snapshot(price func(Usage) float64) Stats {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.s
+	s := st.s
+	s.CostUSD = price(st.billed)
+	return s
 }
 
-func (st *stats) answered(u Usage, cost float64, cached bool, retries int) {
+// answered counts a call that used u tokens, of which billed were paid for.
+func (st *stats) answered(u, billed Usage, cached bool, retries int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.s.Calls++
@@ -50,7 +58,8 @@ func (st *stats) answered(u Usage, cost float64, cached bool, retries int) {
 	st.s.Retries += int64(retries)
 	st.s.PromptTokens += int64(u.PromptTokens)
 	st.s.CompletionTokens += int64(u.CompletionTokens)
-	st.s.CostUSD += cost
+	st.billed.PromptTokens += billed.PromptTokens
+	st.billed.CompletionTokens += billed.CompletionTokens
 }
 
 func (st *stats) failed(err error, retries int) {

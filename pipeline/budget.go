@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
@@ -45,14 +46,18 @@ type Meter struct {
 	// journalMu orders the journal writes, so the file only grows.
 	journalMu sync.Mutex
 	mu        sync.Mutex
-	spent     Spend
 	before    Spend // spent by earlier invocations
+	run       Spend // spent by this one, but for its CostUSD
+	// billed sums this invocation's uncached tokens per client, priced at
+	// the snapshot: a float sum of each call's cost would round differently
+	// with the order concurrent calls complete in.
+	billed map[*llm.Client]llm.Usage
 }
 
 // NewMeter returns a meter enforcing b, starting from the spend recorded in
 // path by earlier invocations (path may be empty).
 func NewMeter(b Budget, path string) (*Meter, error) {
-	m := &Meter{budget: b, path: path}
+	m := &Meter{budget: b, path: path, billed: make(map[*llm.Client]llm.Usage)}
 	if path == "" {
 		return m, nil
 	}
@@ -63,10 +68,9 @@ func NewMeter(b Budget, path string) (*Meter, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read spend: %w", err)
 	}
-	if err := json.Unmarshal(data, &m.spent); err != nil {
+	if err := json.Unmarshal(data, &m.before); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	m.before = m.spent
 	return m, nil
 }
 
@@ -79,19 +83,45 @@ func (m *Meter) Persist() error {
 }
 
 // ThisRun is what this invocation spent.
-func (m *Meter) ThisRun() Spend { return m.Snapshot().Sub(m.before) }
+func (m *Meter) ThisRun() Spend {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.thisRun()
+}
 
 // Snapshot returns the spend so far.
 func (m *Meter) Snapshot() Spend {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.spent
+	return m.spent()
+}
+
+// spent is the spend so far; m.mu is held.
+func (m *Meter) spent() Spend {
+	s, o := m.before, m.thisRun()
+	return Spend{Calls: s.Calls + o.Calls, Requests: s.Requests + o.Requests, CacheHits: s.CacheHits + o.CacheHits, Tokens: s.Tokens + o.Tokens, CostUSD: s.CostUSD + o.CostUSD}
+}
+
+// thisRun prices this invocation's tokens, summing the clients' costs in
+// ascending order so the total does not depend on the map's order; m.mu
+// is held.
+func (m *Meter) thisRun() Spend {
+	costs := make([]float64, 0, len(m.billed))
+	for c, u := range m.billed {
+		costs = append(costs, c.Cost(u))
+	}
+	slices.Sort(costs)
+	s := m.run
+	for _, c := range costs {
+		s.CostUSD += c
+	}
+	return s
 }
 
 func (m *Meter) check() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, s := m.budget, m.spent
+	b, s := m.budget, m.spent()
 	switch {
 	case b.LLMCalls > 0 && s.Calls >= b.LLMCalls:
 		return fmt.Errorf("%w: %d LLM calls of budget.llm_calls %d", ErrBudget, s.Calls, b.LLMCalls)
@@ -103,17 +133,22 @@ func (m *Meter) check() error {
 	return nil
 }
 
-func (m *Meter) add(resp llm.Response, cost float64) {
+// add counts a call of c that used resp.Usage tokens, of which billed were
+// paid for.
+func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	m.mu.Lock()
 	if resp.Cached {
-		m.spent.CacheHits++
+		m.run.CacheHits++
 		m.mu.Unlock()
 		return
 	}
-	m.spent.Calls++
-	m.spent.Requests += 1 + resp.Retries
-	m.spent.Tokens += resp.Usage.PromptTokens + resp.Usage.CompletionTokens
-	m.spent.CostUSD += cost
+	m.run.Calls++
+	m.run.Requests += 1 + resp.Retries
+	m.run.Tokens += resp.Usage.PromptTokens + resp.Usage.CompletionTokens
+	u := m.billed[c]
+	u.PromptTokens += billed.PromptTokens
+	u.CompletionTokens += billed.CompletionTokens
+	m.billed[c] = u
 	m.mu.Unlock()
 	m.journal()
 }
@@ -125,7 +160,7 @@ func (m *Meter) failed(err error) {
 		return
 	}
 	m.mu.Lock()
-	m.spent.Requests += n
+	m.run.Requests += n
 	m.mu.Unlock()
 	m.journal()
 }
@@ -170,7 +205,7 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	}
 	resp, err := c.Client.Complete(ctx, req)
 	if err == nil {
-		c.meter.add(resp, c.Cost(resp.Usage))
+		c.meter.add(c.Client, resp, resp.Usage)
 	} else {
 		c.meter.failed(err)
 	}
@@ -189,7 +224,7 @@ func (c *Metered) Embed(ctx context.Context, texts []string) ([][]float32, llm.U
 		c.meter.failed(err)
 		return nil, llm.Usage{}, err
 	case len(texts) > 0:
-		c.meter.add(llm.Response{Usage: e.Fresh, Cached: e.Cached, Retries: e.Retries}, c.Cost(e.Fresh))
+		c.meter.add(c.Client, llm.Response{Usage: e.Fresh, Cached: e.Cached, Retries: e.Retries}, e.Fresh)
 	}
 	return e.Vectors, e.Usage, nil
 }

@@ -1,10 +1,15 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/llm"
@@ -35,11 +40,12 @@ func TestMeterBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			c := priced(t, 100, 100) // $0.01 a call
 			for range tc.calls {
-				m.add(call, 0.01)
+				m.add(c, call, call.Usage)
 			}
 			for range tc.cached {
-				m.add(llm.Response{Cached: true, Usage: call.Usage}, 0.01)
+				m.add(c, llm.Response{Cached: true, Usage: call.Usage}, call.Usage)
 			}
 			err = m.check()
 			if got := errors.Is(err, ErrBudget); got != tc.want {
@@ -61,8 +67,10 @@ func TestMeterPersist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.add(llm.Response{Usage: llm.Usage{PromptTokens: 1}}, 0.25)
-	m.add(llm.Response{Usage: llm.Usage{PromptTokens: 1}}, 0.25)
+	c := priced(t, 250000, 0) // $0.25 a call
+	one := llm.Usage{PromptTokens: 1}
+	m.add(c, llm.Response{Usage: one}, one)
+	m.add(c, llm.Response{Usage: one}, one)
 	if err := m.Persist(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +84,7 @@ func TestMeterPersist(t *testing.T) {
 	if err := again.check(); err != nil {
 		t.Fatalf("2 of 3 calls: %v", err)
 	}
-	again.add(llm.Response{Usage: llm.Usage{PromptTokens: 1}}, 0.25)
+	again.add(c, llm.Response{Usage: one}, one)
 	if err := again.check(); !errors.Is(err, ErrBudget) {
 		t.Fatalf("3 of 3 calls over two invocations: %v", err)
 	}
@@ -166,4 +174,83 @@ func meteredSim(t *testing.T, role string, cache *llm.Cache) (*Meter, *Metered) 
 		t.Fatal(err)
 	}
 	return m, m.Wrap(c)
+}
+
+// priced is a client at the given USD per million prompt and completion
+// tokens, for counting calls the test makes up; it sends nothing.
+func priced(t *testing.T, in, out float64) *llm.Client {
+	t.Helper()
+	c, err := llm.NewClient("agent", llm.RoleConfig{BaseURL: "http://127.0.0.1:9/v1", Model: "m", PriceIn: in, PriceOut: out}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The spend is the same bytes whatever order the calls of roles at
+// different prices complete in, as it is in a run with concurrent calls.
+// These calls' costs sum to different floats forwards and backwards.
+func TestMeterCostIndependentOfOrder(t *testing.T) {
+	// The server answers a call with the token counts its message names.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		var u llm.Usage
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if _, err := fmt.Sscan(req.Messages[0].Content, &u.PromptTokens, &u.CompletionTokens); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "c", "object": "chat.completion", "model": "m",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "ok"}}},
+			"usage":   map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	type call struct {
+		role string
+		u    llm.Usage
+	}
+	calls := []call{
+		{"agent", llm.Usage{PromptTokens: 464, CompletionTokens: 47}},
+		{"compressor", llm.Usage{PromptTokens: 696, CompletionTokens: 185}},
+		{"agent", llm.Usage{PromptTokens: 1386, CompletionTokens: 377}},
+		{"compressor", llm.Usage{PromptTokens: 2525, CompletionTokens: 129}},
+	}
+	spend := func(order []call) []byte {
+		m, err := NewMeter(Budget{USD: 1}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients := map[string]*Metered{}
+		for role, p := range map[string][2]float64{"agent": {3, 15}, "compressor": {0.5, 1.5}} {
+			c, err := llm.NewClient(role, llm.RoleConfig{BaseURL: srv.URL + "/v1", Model: "m", PriceIn: p[0], PriceOut: p[1], MaxRetries: -1}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients[role] = m.Wrap(c)
+		}
+		for _, c := range order {
+			msg := fmt.Sprintf("%d %d", c.u.PromptTokens, c.u.CompletionTokens)
+			if _, err := clients[c.role].Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: "user", Content: msg}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := json.Marshal([]Spend{m.Snapshot(), m.ThisRun()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	backward := slices.Clone(calls)
+	slices.Reverse(backward)
+	if fwd, back := spend(calls), spend(backward); !bytes.Equal(fwd, back) {
+		t.Fatalf("the spend depends on the order of the calls:\n%s\n%s", fwd, back)
+	}
 }

@@ -17,11 +17,13 @@ type stageOut struct {
 }
 
 // counting returns a stage spec that records how often it ran and spends
-// one LLM call per run.
-func counting(name string, inputs any, meter *Meter, runs *int, fail error) stageSpec[stageOut] {
+// one LLM call, of $0.50, per run.
+func counting(t *testing.T, name string, inputs any, meter *Meter, runs *int, fail error) stageSpec[stageOut] {
+	c := priced(t, 50000, 0)
 	return stageSpec[stageOut]{name: name, inputs: inputs, run: func(dir string) (stageOut, map[string]float64, error) {
 		*runs++
-		meter.add(llm.Response{Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5}}, 0.5)
+		u := llm.Usage{PromptTokens: 10, CompletionTokens: 5}
+		meter.add(c, llm.Response{Usage: u}, u)
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("work%d.txt", *runs)), nil, 0o644); err != nil {
 			return stageOut{}, nil, err
 		}
@@ -75,7 +77,7 @@ func TestStage(t *testing.T) {
 			if tc.firstFails {
 				fail = boom
 			}
-			first, err := stage(dir, meter, counting("s", "a", meter, &runs, fail))
+			first, err := stage(dir, meter, counting(t, "s", "a", meter, &runs, fail))
 			if tc.firstFails {
 				if !errors.Is(err, boom) {
 					t.Fatalf("first call: err %v, want boom", err)
@@ -97,7 +99,7 @@ func TestStage(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := stage(dir, meter, counting("s", tc.inputs2, meter, &runs, nil))
+			got, err := stage(dir, meter, counting(t, "s", tc.inputs2, meter, &runs, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,17 +150,17 @@ func TestStageInputs(t *testing.T) {
 	dir := t.TempDir()
 	meter, _ := NewMeter(Budget{}, "")
 	runs := 0
-	if _, err := stage(dir, meter, counting("s", map[string]any{"k": 1}, meter, &runs, nil)); err != nil {
+	if _, err := stage(dir, meter, counting(t, "s", map[string]any{"k": 1}, meter, &runs, nil)); err != nil {
 		t.Fatal(err)
 	}
 	h1 := readManifest(t, dir, "s").InputsHash
-	if _, err := stage(dir, meter, counting("s", map[string]any{"k": 2}, meter, &runs, nil)); err != nil {
+	if _, err := stage(dir, meter, counting(t, "s", map[string]any{"k": 2}, meter, &runs, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if h2 := readManifest(t, dir, "s").InputsHash; h1 == h2 || runs != 2 {
 		t.Fatalf("hash %s -> %s after %d runs", h1, h2, runs)
 	}
-	if _, err := stage(dir, meter, counting("s", func() {}, meter, &runs, nil)); err == nil || runs != 2 {
+	if _, err := stage(dir, meter, counting(t, "s", func() {}, meter, &runs, nil)); err == nil || runs != 2 {
 		t.Fatalf("unencodable inputs: err %v, runs %d", err, runs)
 	}
 }

@@ -19,7 +19,7 @@ func TestStageStore(t *testing.T) {
 	}
 	runs := 0
 	spec := func(inputs string, st *StageStore) stageSpec[stageOut] {
-		s := counting("s", inputs, meter, &runs, nil)
+		s := counting(t, "s", inputs, meter, &runs, nil)
 		inner := s.run
 		s.run = func(dir string) (stageOut, map[string]float64, error) {
 			// A file the stage owns outside its directory.
