@@ -27,6 +27,8 @@ import (
 type upstreamRec struct {
 	srv *httptest.Server
 	mu  sync.Mutex
+	// got is signalled as each proxied request arrives.
+	got *sync.Cond
 	// bodies of the proxied requests, oldest first
 	bodies [][]byte
 	hdrs   []http.Header
@@ -40,6 +42,7 @@ func newRecUpstream(t *testing.T, cfg sim.Config) *upstreamRec {
 		t.Fatal(err)
 	}
 	u := &upstreamRec{}
+	u.got = sync.NewCond(&u.mu)
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if r.Header.Get(llm.RoleHeader) == "" { // not a compressor call
@@ -47,6 +50,7 @@ func newRecUpstream(t *testing.T, cfg sim.Config) *upstreamRec {
 			u.bodies = append(u.bodies, b)
 			u.hdrs = append(u.hdrs, r.Header.Clone())
 			u.paths = append(u.paths, r.URL.Path)
+			u.got.Broadcast()
 			u.mu.Unlock()
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
@@ -58,6 +62,15 @@ func newRecUpstream(t *testing.T, cfg sim.Config) *upstreamRec {
 }
 
 func (u *upstreamRec) url() string { return u.srv.URL + "/v1" }
+
+// await blocks until n requests have reached the upstream.
+func (u *upstreamRec) await(n int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for len(u.bodies) < n {
+		u.got.Wait()
+	}
+}
 
 func (u *upstreamRec) last() ([]byte, http.Header) {
 	u.mu.Lock()
@@ -128,6 +141,10 @@ func start(t *testing.T, cfg Config) (*Server, string) {
 	return srv, url
 }
 
+// client is the tests' HTTP client. Its transport is their own, so stop
+// can close every connection they opened and nothing else reopens one.
+var client = &http.Client{Transport: &http.Transport{Proxy: nil}}
+
 // launch runs a server with cfg until stop, which cancels its context
 // (what SIGTERM does) and returns what Serve returned.
 func launch(t testing.TB, cfg Config) (srv *Server, url string, stop func() error) {
@@ -144,6 +161,13 @@ func launch(t testing.TB, cfg Config) (srv *Server, url string, stop func() erro
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	return srv, "http://" + ln.Addr().String(), func() error {
+		// A connection the transport dialed in a burst and kept idle
+		// without sending a request on it is "new" to the server, which
+		// Shutdown counts as busy until it is 5 s old (net/http issue
+		// 22682), as long as the tests' drain. The client hangs up first,
+		// so the drain waits only for requests in flight; a connection
+		// dialed or freed after this is closed, not kept.
+		client.CloseIdleConnections()
 		cancel()
 		return <-done
 	}
@@ -161,7 +185,7 @@ func post(t *testing.T, url string, body []byte, hdr map[string]string) (*http.R
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +286,7 @@ func checkPairsIn(t *testing.T, f apiFormat, body []byte) {
 // (name and labels as exposed), 0 when absent.
 func metric(t *testing.T, url, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	resp, err := client.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

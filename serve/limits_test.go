@@ -74,7 +74,7 @@ func TestModelsAndUpstreamErrors(t *testing.T) {
 	cfg.Upstream.Anthropic.BaseURL = failing.url()
 	_, url := start(t, cfg)
 
-	resp, err := http.Get(url + "/v1/models")
+	resp, err := client.Get(url + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
 	}

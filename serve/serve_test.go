@@ -234,7 +234,7 @@ func TestSecurity(t *testing.T) {
 	if status != http.StatusTooManyRequests {
 		t.Fatal("the token budget never ran out")
 	}
-	metrics, err := http.Get(url + "/metrics")
+	metrics, err := client.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,8 @@ func TestDrainOnShutdown(t *testing.T) {
 		resp, _ := post(t, url+"/v1/chat/completions", toolConversation(1, "drain"), nil)
 		res <- resp.StatusCode
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// SIGTERM comes while the request is in flight: upstream has it.
+	up.await(1)
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
 	if code := <-res; code != http.StatusOK {
