@@ -600,7 +600,13 @@ func writeSample(wfs, path string, n, seed int) (map[string]*Workflow, error) {
 		return nil, fmt.Errorf("evolve: %w", err)
 	}
 	defer f.Close()
-	rd := jsonl.NewReader(f, wfs, jsonl.Limits{Line: 16 << 20})
+	// The file is read by run's rule, so damage stops the evolution before
+	// it spends anything rather than the export after it.
+	total, err := countLines(f, wfs, 0)
+	if err != nil {
+		return nil, err
+	}
+	rd := jsonl.NewReader(f, wfs, jsonl.Limits{Line: maxWorkflowLine})
 	r := splitmix.New(uint64(seed)*0x9e3779b97f4a7c15 ^ 0x5eed)
 	type kept struct {
 		at   int
@@ -609,13 +615,10 @@ func writeSample(wfs, path string, n, seed int) (map[string]*Workflow, error) {
 	}
 	var res []kept
 	valid := 0
-	for {
+	for range total {
 		line, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
 		if err != nil {
-			return nil, err
+			return nil, changedWhileRead(wfs, err)
 		}
 		w, err := Parse(line)
 		if err != nil {

@@ -221,3 +221,43 @@ func TestRunReadsWorkflowsByTheTornRule(t *testing.T) {
 		}
 	})
 }
+
+// TestWriteSampleReadsByTheTornRule: evolve's sample reads the workflows
+// file by run's rule, so damage stops it before it spends anything.
+func TestWriteSampleReadsByTheTornRule(t *testing.T) {
+	e := startEmbedded(t)
+	lines := workflowLines(t, e.generated(t, 3))
+	wfs := filepath.Join(t.TempDir(), WorkflowsFile)
+	tests := []struct {
+		name, file string
+		want       int    // workflows sampled
+		torn       int    // the line left out with a warning
+		wantErr    string // the error's place
+	}{
+		{name: "torn last line", file: lines[0] + "\n" + lines[1] + "\n" + lines[2][:len(lines[2])/2], want: 2, torn: 3},
+		{name: "damaged line in the middle", file: lines[0] + "\n" + lines[1][:len(lines[1])/2] + "\n" + lines[2] + "\n", wantErr: wfs + ":2: not JSON"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(wfs, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			logs := captureLogs(t)
+			got, err := writeSample(wfs, filepath.Join(t.TempDir(), SampleFile), 5, 1)
+			var inv *InvalidError
+			switch {
+			case tc.wantErr != "":
+				if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want an InvalidError naming %s", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case len(got) != tc.want:
+				t.Fatalf("%d workflows sampled, want %d", len(got), tc.want)
+			}
+			if warning := "file=" + wfs + " line=" + strconv.Itoa(tc.torn); (tc.torn > 0) != strings.Contains(logs.String(), warning) {
+				t.Errorf("warning naming %s: %q", warning, logs.String())
+			}
+		})
+	}
+}

@@ -582,7 +582,7 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 		line, err := rd.Next()
 		if err != nil {
 			// countLines read these lines already: the file changed.
-			readErr = fmt.Errorf("synth run: %s changed while it was read: %w", opts.Workflows, err)
+			readErr = changedWhileRead(opts.Workflows, err)
 			break
 		}
 		if i < resumed {
@@ -687,7 +687,7 @@ func unchanged(f *os.File, opts RunOptions, done []executed) (int, error) {
 	for i := range done {
 		line, err := rd.Next()
 		if err != nil {
-			return 0, fmt.Errorf("synth run: %s changed while it was read: %w", opts.Workflows, err)
+			return 0, changedWhileRead(opts.Workflows, err)
 		}
 		_, id, sum, _ := identify(line)
 		if id != done[i].id {
@@ -774,6 +774,12 @@ func countLines(f *os.File, name string, limit int) (int, error) {
 }
 
 var errNotJSON = errors.New("not JSON")
+
+// changedWhileRead reports a workflows file that ended, or went bad, in
+// lines countLines had read whole.
+func changedWhileRead(name string, err error) error {
+	return fmt.Errorf("%s changed while it was read: %w", name, err)
+}
 
 // PrintRunSummary writes the summary's headline figures.
 func PrintRunSummary(w io.Writer, s RunSummary) {
