@@ -148,7 +148,8 @@ type Timeouts struct {
 	// Write bounds a whole response; long streams need a generous value.
 	Write time.Duration `yaml:"write"`
 	Idle  time.Duration `yaml:"idle"`
-	// Drain bounds the wait for in-flight requests on SIGTERM.
+	// Drain bounds the wait for in-flight requests on SIGTERM, and then
+	// again the wait for the handlers of the requests it had to cut.
 	Drain time.Duration `yaml:"drain"`
 }
 

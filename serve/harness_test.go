@@ -72,6 +72,17 @@ func (u *upstreamRec) await(n int) {
 	}
 }
 
+// arrived is closed once n requests have reached the upstream, for a
+// select that also watches the client's outcome.
+func (u *upstreamRec) arrived(n int) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		u.await(n)
+		close(c)
+	}()
+	return c
+}
+
 func (u *upstreamRec) last() ([]byte, http.Header) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -174,12 +185,22 @@ func launch(t testing.TB, cfg Config) (srv *Server, url string, stop func() erro
 }
 
 // post sends body to url with the headers and returns the response and
-// its body.
+// its body; it fails the test on a transport error, so call it from the
+// test's goroutine only (others call send).
 func post(t *testing.T, url string, body []byte, hdr map[string]string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	resp, b, err := send(url, body, hdr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// send is post for any goroutine: it returns the transport's error.
+func send(url string, body []byte, hdr map[string]string) (*http.Response, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
@@ -187,14 +208,14 @@ func post(t *testing.T, url string, body []byte, hdr map[string]string) (*http.R
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return resp, b
+	return resp, b, nil
 }
 
 var searchTool = json.RawMessage(`[{"type":"function","function":{"name":"search","description":"search the corpus","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}}},{"type":"function","function":{"name":"finish","description":"give the answers","parameters":{"type":"object","properties":{"answers":{"type":"array","items":{"type":"string"}}},"required":["answers"]}}}]`)

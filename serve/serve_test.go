@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -132,9 +133,14 @@ func TestHotReloadFailsNoRequest(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, b := post(t, url+"/v1/chat/completions", toolConversation(4, "hr"+strconv.Itoa(i)), nil)
+			resp, b, err := send(url+"/v1/chat/completions", toolConversation(4, "hr"+strconv.Itoa(i)), nil)
 			mu.Lock()
 			defer mu.Unlock()
+			if err != nil {
+				failed++
+				t.Errorf("request %d: %v", i, err)
+				return
+			}
 			if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderCompressed) != "true" {
 				failed++
 				t.Errorf("request %d: status %d compressed %s: %s", i, resp.StatusCode, resp.Header.Get(HeaderCompressed), b)
@@ -279,17 +285,26 @@ func TestDrainOnShutdown(t *testing.T) {
 	up := newRecUpstream(t, sim.Config{Latency: 400 * time.Millisecond})
 	dir, _, _ := registry(t)
 	_, url, stop := launch(t, testConfig(t, up.url(), up.url(), dir))
-	res := make(chan int, 1)
+	// The request's goroutine reports to this one: a transport failure
+	// fails the test, not hangs it.
+	res := make(chan error, 1)
 	go func() {
-		resp, _ := post(t, url+"/v1/chat/completions", toolConversation(1, "drain"), nil)
-		res <- resp.StatusCode
+		resp, b, err := send(url+"/v1/chat/completions", toolConversation(1, "drain"), nil)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		res <- err
 	}()
 	// SIGTERM comes while the request is in flight: upstream has it.
-	up.await(1)
+	select {
+	case <-up.arrived(1):
+	case err := <-res:
+		t.Fatalf("the request ended before upstream had it: %v", err)
+	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
-	if code := <-res; code != http.StatusOK {
-		t.Errorf("in-flight request got %d during the drain", code)
+	if err := <-res; err != nil {
+		t.Errorf("in-flight request during the drain: %v", err)
 	}
 	if err := <-stopped; err != nil {
 		t.Errorf("serve: %v", err)

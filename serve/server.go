@@ -58,6 +58,57 @@ type Server struct {
 	bgCancel context.CancelFunc
 	draining atomic.Bool
 	handler  http.Handler
+	// busy counts the requests in the instrumented handlers, the ones that
+	// write the stores, so they close only once none runs.
+	busy inflight
+}
+
+// inflight counts running handlers; wait blocks until none runs. A
+// WaitGroup would not do: a connection accepted just before the cut may
+// still enter a handler while wait runs. The count is atomic so a request
+// takes the lock only when it leaves the server idle.
+type inflight struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	idle chan struct{} // closed when n drops to 0 while a wait runs
+}
+
+func (f *inflight) enter() { f.n.Add(1) }
+
+func (f *inflight) exit() {
+	if f.n.Add(-1) != 0 {
+		return
+	}
+	f.mu.Lock()
+	if f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+	f.mu.Unlock()
+}
+
+func (f *inflight) count() int64 { return f.n.Load() }
+
+// wait returns true once no handler runs, false when d passes first.
+func (f *inflight) wait(d time.Duration) bool {
+	f.mu.Lock()
+	if f.n.Load() == 0 {
+		f.mu.Unlock()
+		return true
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // upstream is one API root the proxy forwards to.
@@ -162,6 +213,8 @@ func (s *Server) Reload() error { return s.gl.reload() }
 
 // Serve serves on ln until ctx ends, then drains in-flight requests for up
 // to timeouts.drain, stops background summaries and closes the stores.
+// Past the drain it cuts the connections left and waits, again up to
+// timeouts.drain, for their handlers to return before the stores close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.bgCancel = cancel
@@ -192,6 +245,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = srv.Shutdown(dctx)
 		dcancel()
 	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.cut(srv, t.Drain)
+	}
 	cancel()
 	s.comp.close()
 	if cerr := s.closeStores(); err == nil {
@@ -202,6 +258,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	slog.Info("stopped")
 	return err
+}
+
+// cut closes the connections Shutdown left open (the drain ran out, or
+// serving failed), which ends their requests' contexts, and waits up to
+// grace for the handlers to return: a late summary would otherwise write
+// to a store or log already closed.
+func (s *Server) cut(srv *http.Server, grace time.Duration) {
+	n := s.busy.count()
+	if err := srv.Close(); err != nil {
+		slog.Warn("closing the connections", "err", err)
+	}
+	if n > 0 {
+		slog.Warn("drain ran out: cut the requests still in flight", "requests", n)
+	}
+	if !s.busy.wait(grace) {
+		slog.Error("requests still running after their connections were cut; closing the stores anyway",
+			"requests", s.busy.count(), "waited", grace)
+	}
 }
 
 func (s *Server) closeStores() error {
@@ -309,6 +383,8 @@ func (s *Server) instrument(endpoint string, h http.Handler) http.Handler {
 	requests := s.m.requestsOf(endpoint)
 	latency := s.m.latency.WithLabelValues(endpoint)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.busy.enter()
+		defer s.busy.exit()
 		t0 := time.Now()
 		id := r.Header.Get(HeaderRequestID)
 		if id == "" || !requestIDForm.MatchString(id) {
