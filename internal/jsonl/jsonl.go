@@ -197,8 +197,22 @@ func WarnTorn(file string, line int, err error) {
 // (Torn), so the next line appended is a line of its own. It returns that
 // line's number, 0 when the file is empty or ends in a newline, and
 // whether the line was cut off. It reads f under lim only when the last
-// byte is not a newline; on an error f is left as it was.
+// byte is not a newline; on an error f is left as it was. On success f's
+// offset is at its end.
 func Mend(f *os.File, lim Limits) (line int, cut bool, err error) {
+	line, cut, err = mend(f, lim)
+	if err != nil {
+		return 0, false, err
+	}
+	// Without O_APPEND the next write goes to the offset, which may be
+	// anywhere (0 when just opened, past the end after a cut).
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return 0, false, fmt.Errorf("seek %s: %w", f.Name(), err)
+	}
+	return line, cut, nil
+}
+
+func mend(f *os.File, lim Limits) (line int, cut bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, false, fmt.Errorf("stat %s: %w", f.Name(), err)
