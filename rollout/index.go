@@ -61,15 +61,22 @@ func contextSizes(turns []Turn) []int {
 }
 
 // recordHead decodes the outcome fields of a record of any format; the
-// events are counted, not decoded, and turns are skipped.
+// events are counted, not decoded, and turns are decoded only for their
+// context sizes.
 type recordHead struct {
 	Outcome
-	Format int        `json:"format"`
+	Format int             `json:"format"`
+	Turns  json.RawMessage `json:"turns"`
+	Packed json.RawMessage `json:"zstd"`
+	steps
+}
+
+// steps is what an outcome needs of the fields format 3 packs.
+type steps struct {
 	Events []struct{} `json:"compression_events"`
 	Turns  []struct {
 		ContextTokens int `json:"context_tokens"`
 	} `json:"turns"`
-	Packed []byte `json:"zstd"`
 }
 
 func outcomeOfLine(line []byte) (Outcome, error) {
@@ -77,25 +84,30 @@ func outcomeOfLine(line []byte) (Outcome, error) {
 	if err := json.Unmarshal(line, &h); err != nil {
 		return Outcome{}, fmt.Errorf("not a trajectory record: %w", err)
 	}
-	if h.TaskID == "" {
-		return Outcome{}, errors.New("trajectory record has no task_id")
+	head := lineHead{Format: h.Format, TaskID: h.TaskID, Turns: h.Turns, Packed: h.Packed}
+	if err := head.check(); err != nil {
+		return Outcome{}, err
 	}
-	if h.Format > RecordFormat {
-		return Outcome{}, fmt.Errorf("trajectory %s: record format %d is newer than this optimize reads (%d); upgrade optimize", h.TaskID, h.Format, RecordFormat)
-	}
-	if h.Format == RecordFormat {
-		plain, err := unpack(h.Packed)
+	var err error
+	switch {
+	case h.Format == RecordFormat:
+		var packed, plain []byte
+		if err = json.Unmarshal(h.Packed, &packed); err == nil {
+			plain, err = unpack(packed)
+		}
 		if err == nil {
-			err = json.Unmarshal(plain, &h)
+			err = json.Unmarshal(plain, &h.steps)
 		}
-		if err != nil {
-			return Outcome{}, fmt.Errorf("trajectory %s: %w", h.TaskID, err)
-		}
+	case h.Turns != nil:
+		err = json.Unmarshal(h.Turns, &h.steps.Turns)
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("trajectory %s: %w", h.TaskID, err)
 	}
 	o := h.Outcome
-	o.Events = len(h.Events)
-	o.ContextSizes = make([]int, len(h.Turns))
-	for i, t := range h.Turns {
+	o.Events = len(h.steps.Events)
+	o.ContextSizes = make([]int, len(h.steps.Turns))
+	for i, t := range h.steps.Turns {
 		o.ContextSizes[i] = t.ContextTokens
 	}
 	return o, nil

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -187,27 +188,35 @@ func EncodeTrajectory(t *Trajectory) ([]byte, error) {
 	return b, nil
 }
 
-// The zstd encoder and decoder are safe for concurrent EncodeAll and
-// DecodeAll; each holds buffers, so they are made once. klauspost's
-// pure-Go zstd writes the same bytes with and without cgo (records are
-// content-hashed by the stages that read them), and its decoder bounds
-// what a frame may expand to.
-var (
-	packer = sync.OnceValue(func() *zstd.Encoder {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
-		if err != nil {
-			panic(err) // only invalid options fail
-		}
-		return enc
-	})
-	unpacker = sync.OnceValue(func() *zstd.Decoder {
-		dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxRecordBytes), zstd.WithDecoderConcurrency(0))
-		if err != nil {
-			panic(err)
-		}
-		return dec
-	})
-)
+// packWindow is the largest window the packer uses (klauspost's default,
+// named so the decoder can insist on it). A frame no larger is one
+// single segment whose window is its size.
+const packWindow = 8 << 20
+
+// The zstd encoder is safe for concurrent EncodeAll and holds buffers, so
+// it is made once. klauspost's pure-Go zstd writes the same bytes with and
+// without cgo (records are content-hashed by the stages that read them).
+var packer = sync.OnceValue(func() *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(packWindow))
+	if err != nil {
+		panic(err) // only invalid options fail
+	}
+	return enc
+})
+
+// unpackers hold stream decoders, one per concurrent caller. DecodeAll
+// would allocate the content size a frame header declares (up to
+// MaxRecordBytes for a line of a few bytes); a stream decoder allocates
+// the frame's window, which is at most packWindow here, and the output
+// grows with what the frame really holds.
+var unpackers = sync.Pool{New: func() any {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(packWindow), zstd.WithDecoderMaxMemory(MaxRecordBytes))
+	if err != nil {
+		panic(err) // only invalid options fail
+	}
+	return dec
+}}
 
 // producedBy returns the 1-based index of the compression event that made
 // the j-th input message of turn i (fresh in that turn), or 0. Messages
@@ -348,21 +357,46 @@ type recordEvents struct {
 	Turns []struct{} `json:"turns"`
 }
 
-func decode(line []byte, turns bool) (*Trajectory, error) {
-	var head struct {
-		Format int    `json:"format"`
-		TaskID string `json:"task_id"`
+// lineHead holds what decides how a record line is read.
+type lineHead struct {
+	Format int             `json:"format"`
+	TaskID string          `json:"task_id"`
+	Turns  json.RawMessage `json:"turns"`
+	Packed json.RawMessage `json:"zstd"`
+}
+
+// check rejects a line that no format reads, so every reader rejects the
+// same lines with the same words.
+func (h *lineHead) check() error {
+	switch {
+	case h.TaskID == "":
+		return errors.New("trajectory record has no task_id")
+	case h.Format < 0:
+		return fmt.Errorf("trajectory %s: record format %d does not exist (formats are 1 to %d)", h.TaskID, h.Format, RecordFormat)
+	case h.Format > RecordFormat:
+		return fmt.Errorf("trajectory %s: record format %d is newer than this optimize reads (%d); upgrade optimize", h.TaskID, h.Format, RecordFormat)
+	case h.Format < formatTexts && h.Turns == nil:
+		// Format 1 always wrote turns; an index line, say, has none.
+		return fmt.Errorf("trajectory %s: a record of format 1 (no format field) has turns, this line has none; is this a trajectories file?", h.TaskID)
+	case h.Format != RecordFormat && h.Packed != nil:
+		return fmt.Errorf("trajectory %s: zstd field in a record of format %d, which packs nothing", h.TaskID, max(h.Format, 1))
+	case h.Format == RecordFormat && h.Packed == nil:
+		return fmt.Errorf("trajectory %s: a record of format %d needs its zstd field", h.TaskID, RecordFormat)
 	}
+	return nil
+}
+
+func decode(line []byte, turns bool) (*Trajectory, error) {
+	var head lineHead
 	if err := json.Unmarshal(line, &head); err != nil {
 		return nil, fmt.Errorf("not a trajectory record: %w", err)
 	}
-	if head.TaskID == "" {
-		return nil, errors.New("trajectory record has no task_id")
+	if err := head.check(); err != nil {
+		return nil, err
 	}
 	var t *Trajectory
 	var err error
-	switch {
-	case head.Format == 0 || head.Format == 1:
+	if head.Format < formatTexts {
 		var v legacyEvents
 		if turns {
 			err = json.Unmarshal(line, (*legacyTrajectory)(&v.legacyTrajectory))
@@ -370,21 +404,19 @@ func decode(line []byte, turns bool) (*Trajectory, error) {
 			err = json.Unmarshal(line, &v)
 		}
 		t = (*Trajectory)(&v.legacyTrajectory)
-	case head.Format == formatTexts || head.Format == RecordFormat:
+	} else {
 		var v recordEvents
 		if turns {
 			err = json.Unmarshal(line, &v.record)
 		} else {
 			err = json.Unmarshal(line, &v)
 		}
-		if err == nil {
-			err = v.unpack(head.Format, turns)
+		if err == nil && head.Format == RecordFormat {
+			err = v.unpack(turns)
 		}
 		if err == nil {
 			t, err = v.record.trajectory()
 		}
-	default:
-		return nil, fmt.Errorf("trajectory %s: record format %d is newer than this optimize reads (%d); upgrade optimize", head.TaskID, head.Format, RecordFormat)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("trajectory %s: %w", head.TaskID, err)
@@ -394,13 +426,7 @@ func decode(line []byte, turns bool) (*Trajectory, error) {
 
 // unpack decodes the packed fields of a format 3 record in place, the
 // turns only when turns is set.
-func (v *recordEvents) unpack(format int, turns bool) error {
-	if format != RecordFormat {
-		if v.Packed != nil {
-			return fmt.Errorf("zstd field in a record of format %d, which packs nothing", format)
-		}
-		return nil
-	}
+func (v *recordEvents) unpack(turns bool) error {
 	plain, err := unpack(v.Packed)
 	if err != nil {
 		return err
@@ -418,9 +444,22 @@ func unpack(packed []byte) ([]byte, error) {
 	if len(packed) == 0 {
 		return nil, fmt.Errorf("a record of format %d needs its zstd field", RecordFormat)
 	}
-	plain, err := unpacker().DecodeAll(packed, nil)
+	dec := unpackers.Get().(*zstd.Decoder)
+	defer unpackers.Put(dec)
+	// A bytes.Reader, not a bytes.Buffer: Reset decodes a small Buffer with
+	// DecodeAll.
+	if err := dec.Reset(bytes.NewReader(packed)); err != nil {
+		return nil, fmt.Errorf("zstd field: %w", err)
+	}
+	plain, err := io.ReadAll(io.LimitReader(dec, MaxRecordBytes+1))
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return nil, fmt.Errorf("zstd field: the frame asks for a window over %d bytes, which optimize never writes: %w", packWindow, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("zstd field: %w", err)
+	}
+	if len(plain) > MaxRecordBytes {
+		return nil, fmt.Errorf("zstd field expands past %d bytes, the limit of a record", MaxRecordBytes)
 	}
 	return plain, nil
 }

@@ -3,12 +3,15 @@ package rollout
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,25 +222,60 @@ func TestRecordReadsEveryFormat(t *testing.T) {
 	}
 }
 
+// hugeFrame is a zstd frame of one byte whose header declares 200 MiB of
+// content in a single segment (so a 200 MiB window).
+func hugeFrame() []byte {
+	return []byte{
+		0x28, 0xb5, 0x2f, 0xfd, // magic
+		0xa0,                   // 4-byte content size, single segment
+		0x00, 0x00, 0x80, 0x0c, // 200 MiB
+		0x09, 0x00, 0x00, 'x', // last block, raw, 1 byte
+	}
+}
+
+// hugeFrameLine is a format 3 record line packing hugeFrame.
+func hugeFrameLine() string {
+	return `{"format":3,"task_id":"a","zstd":"` + base64.StdEncoding.EncodeToString(hugeFrame()) + `"}`
+}
+
+// TestRecordBadInput: both readers (the records, and the index built from
+// them) reject what no format reads, with the same words.
 func TestRecordBadInput(t *testing.T) {
 	tests := []struct {
 		name, line, want string
+		// recordsOnly: a reference DecodeEvents and the index do not
+		// follow (they skip the turns).
+		recordsOnly bool
 	}{
-		{"not json", `{"task_id":`, "not a trajectory record"},
-		{"no task", `{"format":2}`, "no task_id"},
-		{"format 3 without its packed fields", `{"format":3,"task_id":"a"}`, "needs its zstd field"},
-		{"packed fields not zstd", `{"format":3,"task_id":"a","zstd":"bm90IHpzdGQ="}`, "zstd field"},
-		{"format 2 with packed fields", `{"format":2,"task_id":"a","zstd":"bm90IHpzdGQ="}`, "which packs nothing"},
-		{"newer format", `{"format":9,"task_id":"a"}`, "record format 9 is newer"},
-		{"bad message reference", `{"format":2,"task_id":"a","texts":["x"],"messages":[{"role":"user","content":0}],"turns":[{"step":1,"input":[[0,1],[5,1]],"output":0,"observation":0}]}`, "turn 1 input refers to message 5 of 1"},
-		{"bad text reference", `{"format":2,"task_id":"a","texts":["x"],"messages":[{"role":"user","content":3}]}`, "message 0 refers to text 3 of 1"},
-		{"unknown variable", `{"format":2,"task_id":"a","texts":["x"],"messages":[],"compression_events":[{"kind":"history","vars":{},"input":[{"role":"user","parts":[{"v":"history"}]}],"output":0}]}`, `variable "history"`},
+		{"negative format", `{"format":-1,"task_id":"a","turns":[]}`, "record format -1 does not exist", false},
+		{"format 2 with a zstd field", `{"format":2,"task_id":"a","zstd":"AAAA"}`, "which packs nothing", false},
+		{"format 1 with a zstd field", `{"task_id":"a","turns":[],"zstd":"AAAA"}`, "which packs nothing", false},
+		{"an index line", `{"task_id":"a","score":{"value":1},"success":true,"metrics":{},"events":0,"offset":0,"length":9}`, "this line has none; is this a trajectories file?", false},
+		{"frame declaring 200 MiB", hugeFrameLine(), "asks for a window over 8388608 bytes", false},
+		{"not json", `{"task_id":`, "not a trajectory record", false},
+		{"no task", `{"format":2}`, "no task_id", false},
+		{"format 3 without its packed fields", `{"format":3,"task_id":"a"}`, "needs its zstd field", false},
+		{"packed fields not zstd", `{"format":3,"task_id":"a","zstd":"bm90IHpzdGQ="}`, "zstd field", false},
+		{"format 2 with packed fields", `{"format":2,"task_id":"a","zstd":"bm90IHpzdGQ="}`, "which packs nothing", false},
+		{"newer format", `{"format":9,"task_id":"a"}`, "record format 9 is newer", false},
+		{"bad message reference", `{"format":2,"task_id":"a","texts":["x"],"messages":[{"role":"user","content":0}],"turns":[{"step":1,"input":[[0,1],[5,1]],"output":0,"observation":0}]}`, "turn 1 input refers to message 5 of 1", true},
+		{"bad text reference", `{"format":2,"task_id":"a","texts":["x"],"messages":[{"role":"user","content":3}]}`, "message 0 refers to text 3 of 1", true},
+		{"unknown variable", `{"format":2,"task_id":"a","texts":["x"],"messages":[],"compression_events":[{"kind":"history","vars":{},"input":[{"role":"user","parts":[{"v":"history"}]}],"output":0}]}`, `variable "history"`, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeTrajectory([]byte(tc.line))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if tc.recordsOnly {
+				return
+			}
+			if _, err := DecodeEvents([]byte(tc.line)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("DecodeEvents: error %v, want %q", err, tc.want)
+			}
+			if _, err := outcomeOfLine([]byte(tc.line)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("index: error %v, want %q", err, tc.want)
 			}
 		})
 	}
@@ -319,5 +357,73 @@ func TestTornLastRecord(t *testing.T) {
 				t.Errorf("%d warnings naming the file and %s, want one per reader: %q", n, warning, logs.String())
 			}
 		})
+	}
+}
+
+// TestUnpackBoundedMemory decodes a tiny line whose zstd frame declares
+// 200 MiB: the decoder must not allocate what the header claims, and the
+// readers name the file and line.
+func TestUnpackBoundedMemory(t *testing.T) {
+	line := []byte(hugeFrameLine())
+	if _, err := DecodeTrajectory(line); err == nil { // and makes a decoder
+		t.Fatal("the frame decoded")
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := DecodeTrajectory(line)
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("the frame decoded")
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Errorf("decoding a %d-byte line allocated %d bytes", len(line), grown)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, TrajectoriesFile)
+	if err := os.WriteFile(path, []byte(recordLine(t, "ok")+"\n"+string(line)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ReadTrajectories(path)
+	_, ierr := ReadIndex(dir)
+	for _, err := range []error{err, ierr} {
+		var damaged *DamagedError
+		if !errors.As(err, &damaged) || !strings.Contains(err.Error(), path+":2:") {
+			t.Errorf("error %v, want a damaged record at %s:2", err, path)
+		}
+	}
+}
+
+// TestShowFlushesBeforeDamage: the records before a damaged line are
+// written whole, and nothing of a record after it.
+func TestShowFlushesBeforeDamage(t *testing.T) {
+	const good = 300
+	var b strings.Builder
+	for i := range good {
+		b.WriteString(recordLine(t, fmt.Sprintf("task-%03d", i)) + "\n")
+	}
+	b.WriteString(`{"task_id":` + "\n" + recordLine(t, "after") + "\n")
+	path := filepath.Join(t.TempDir(), TrajectoriesFile)
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	n, err := Show(&out, path, nil)
+	var damaged *DamagedError
+	if !errors.As(err, &damaged) || damaged.Line != good+1 {
+		t.Fatalf("error %v, want a damaged record at line %d", err, good+1)
+	}
+	if out.Len() <= 4096 {
+		t.Fatalf("%d bytes written: too few to span the writer's buffer", out.Len())
+	}
+	lines := strings.Split(out.String(), "\n")
+	if n != good || len(lines) != good+1 || lines[good] != "" {
+		t.Fatalf("Show says %d records, wrote %d lines ending %q; want %d whole lines", n, len(lines)-1, lines[len(lines)-1], good)
+	}
+	for i, l := range lines[:good] {
+		var tr Trajectory
+		if err := json.Unmarshal([]byte(l), &tr); err != nil || tr.TaskID != fmt.Sprintf("task-%03d", i) {
+			t.Fatalf("line %d is not record task-%03d: %v", i+1, i, err)
+		}
 	}
 }

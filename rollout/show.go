@@ -31,6 +31,10 @@ func Show(w io.Writer, path string, tasks []string) (int, error) {
 	n := 0
 	for t, err := range Records(path) {
 		if err != nil {
+			// The records before the bad line are whole; write them.
+			if ferr := bw.Flush(); ferr != nil {
+				return n, fmt.Errorf("write trajectories: %w", ferr)
+			}
 			return n, err
 		}
 		if len(tasks) > 0 && !slices.Contains(tasks, t.TaskID) {

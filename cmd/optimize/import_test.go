@@ -18,11 +18,13 @@ const (
 	plantedBearer = "eXamPleT0kenVALUE1234567890abcd"
 )
 
-// grepTree reports the files under dir that contain s.
+// grepTree reports the files under dir that contain s. Trajectory records
+// pack their texts in zstd frames, so a trajectories file is searched as
+// optimize show prints it, every text in full, besides its bytes.
 func grepTree(t *testing.T, dir, s string) []string {
 	t.Helper()
 	var hits []string
-	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -30,12 +32,41 @@ func grepTree(t *testing.T, dir, s string) []string {
 		if err != nil {
 			return err
 		}
+		if d.Name() == rollout.TrajectoriesFile {
+			var shown bytes.Buffer
+			if _, err := rollout.Show(&shown, path, nil); err != nil {
+				return err
+			}
+			b = append(b, shown.Bytes()...)
+		}
 		if bytes.Contains(b, []byte(s)) {
 			hits = append(hits, path)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return hits
+}
+
+// TestGrepTreeReadsRecords: a secret in a packed record is found.
+func TestGrepTreeReadsRecords(t *testing.T) {
+	dir := t.TempDir()
+	line, err := rollout.EncodeTrajectory(&rollout.Trajectory{TaskID: "a", Turns: []rollout.Turn{{Step: 1, Observation: "key " + plantedKey}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(line, []byte(plantedKey)) {
+		t.Fatal("the record does not pack its observation")
+	}
+	path := filepath.Join(dir, rollout.TrajectoriesFile)
+	if err := os.WriteFile(path, append(line, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if hits := grepTree(t, dir, plantedKey); len(hits) != 1 || hits[0] != path {
+		t.Errorf("grepTree found the packed secret in %v, want [%s]", hits, path)
+	}
 }
 
 // TestImportOpenAIChat imports the bundled OpenAI-format sample, builds a

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/pipeline"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -44,10 +45,11 @@ func errorsIsBudget(err error) bool { return errors.Is(err, pipeline.ErrBudget) 
 
 // inputOr marks err as bad input when the pipeline says the user's input
 // caused it, when --out holds other work, or when a trajectories file there
-// is damaged.
+// is damaged or has a line or size over its limit.
 func inputOr(err error) error {
 	var damaged *rollout.DamagedError
-	if errors.Is(err, pipeline.ErrInvalidInput) || errors.Is(err, rollout.ErrOtherRollout) || errors.As(err, &damaged) {
+	var limit *jsonl.LimitError
+	if errors.Is(err, pipeline.ErrInvalidInput) || errors.Is(err, rollout.ErrOtherRollout) || errors.As(err, &damaged) || errors.As(err, &limit) {
 		return badInput(err)
 	}
 	return err

@@ -26,11 +26,10 @@ func showCommand() *cli.Command {
 				return badInput(fmt.Errorf("want a trajectories FILE or rollout DIR, got %d arguments", c.NArg()))
 			}
 			_, err := rollout.Show(c.App.Writer, c.Args().First(), c.StringSlice("task"))
-			var damaged *rollout.DamagedError
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, rollout.ErrNoRecord) || errors.As(err, &damaged) {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, rollout.ErrNoRecord) {
 				return badInput(err)
 			}
-			return err
+			return inputOr(err)
 		},
 	}
 }
