@@ -9,7 +9,14 @@
 #    row-group size (DuckDB takes ROWS_RG as a target and cuts row groups at
 #    its read batches, so a first DuckDB run measures the mean size it writes
 #    and ours is given that) and the same thread count (GOMAXPROCS and the
-#    writer's concurrency for ours, DuckDB's threads). They run in pairs,
+#    writer's concurrency for ours, DuckDB's threads; and both processes
+#    pinned to THREADS cores with taskset, since GOMAXPROCS does not count
+#    the threads inside cgo calls to libzstd). DuckDB is given the rows'
+#    columns, which ours has compiled in, so that neither infers a schema.
+#    Both write min/max statistics (strings truncated to 64 bytes; DuckDB's
+#    content bounds are shorter) and dictionaries; DuckDB also writes bloom
+#    filters for its dictionary chunks (tens of bytes each) and ours CRC-32s
+#    of its pages and a file per split. They run in pairs,
 #    REPEAT times, alternating which goes first; the figures are medians:
 #    rows/s, peak RSS (GNU time), and the ratio ours/DuckDB as the median of
 #    the pairs' ratios (each pair ran under about the same load), and each
@@ -79,13 +86,20 @@ run() {
 	echo "$rate $rss $cpu" >>"$work/$name.runs"
 }
 
+# Both sides run on the same THREADS cores.
+pin=()
+if command -v taskset >/dev/null 2>&1 && (( THREADS <= $(nproc) )); then
+	pin=(taskset -c "0-$((THREADS - 1))")
+else
+	echo "taskset missing or THREADS > cores: the processes are not pinned"
+fi
 rg=$ROWS_RG
 if [[ -n "$duckdb" ]]; then
-	cal=$(node bench/distill/duckdb-convert.mjs "$work/rows.jsonl" "$work/duckdb.parquet" "$LEVEL" "$ROWS_RG" "$THREADS")
+	cal=$("${pin[@]}" node bench/distill/duckdb-convert.mjs "$work/rows.jsonl" "$work/duckdb.parquet" "$LEVEL" "$ROWS_RG" "$THREADS")
 	rg=$(grep -o 'mean [0-9]* rows' <<<"$cal" | cut -d' ' -f2)
 	echo "DuckDB writes row groups of $rg rows on average for a target of $ROWS_RG: ours writes $rg"
 fi
-ours=(env GOMAXPROCS="$THREADS" "$work/distill-bench" export -in "$work/rows.jsonl"
+ours=("${pin[@]}" env GOMAXPROCS="$THREADS" "$work/distill-bench" export -in "$work/rows.jsonl"
 	-row-group-rows "$rg" -row-group-bytes 1073741824 -concurrency "$THREADS")
 for i in $(seq "$REPEAT"); do
 	echo "== pair $i/$REPEAT (Parquet only)"
@@ -93,12 +107,12 @@ for i in $(seq "$REPEAT"); do
 	# Odd pairs run ours first, even pairs DuckDB first, so neither side
 	# always inherits the other's cache state or a load spike's tail.
 	if (( i % 2 == 0 )) && [[ -n "$duckdb" ]]; then
-		run duckdb node bench/distill/duckdb-convert.mjs "$work/rows.jsonl" "$work/duckdb.parquet" "$LEVEL" "$ROWS_RG" "$THREADS"
+		run duckdb "${pin[@]}" node bench/distill/duckdb-convert.mjs "$work/rows.jsonl" "$work/duckdb.parquet" "$LEVEL" "$ROWS_RG" "$THREADS"
 		run ours "${ours[@]}" -out "$work/ours" -parquet-only
 	else
 		run ours "${ours[@]}" -out "$work/ours" -parquet-only
 		if [[ -n "$duckdb" ]]; then
-			run duckdb node bench/distill/duckdb-convert.mjs "$work/rows.jsonl" "$work/duckdb.parquet" "$LEVEL" "$ROWS_RG" "$THREADS"
+			run duckdb "${pin[@]}" node bench/distill/duckdb-convert.mjs "$work/rows.jsonl" "$work/duckdb.parquet" "$LEVEL" "$ROWS_RG" "$THREADS"
 		fi
 	fi
 	if [[ -n "$duckdb" ]]; then

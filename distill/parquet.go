@@ -464,14 +464,16 @@ func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string) error {
 
 // plainMessages writes a field of a message list PLAIN with its levels, in
 // pages of about pageBufferSize that end at a row's end. Its values are
-// long texts: no statistics, which would copy kilobytes into the footer.
+// long texts; their bounds are truncated (stringBounds), as DuckDB's are.
 func (e *rowGroupEncoder) plainMessages(col int, each func(*Row, func(string))) error {
 	c := e.beginChunk(col, format.ByteArray, format.Plain, format.RLE)
 	p := page{encoding: format.Plain, values: e.values[:0], reps: e.reps[:0], defs: e.defs[:0]}
+	var s minMax[string]
 	for i := range e.rows {
 		n := 0
 		each(&e.rows[i], func(v string) {
 			p.values = appendByteArray(p.values, v)
+			s.add(v)
 			p.level(n)
 			n++
 		})
@@ -489,6 +491,7 @@ func (e *rowGroupEncoder) plainMessages(col int, each func(*Row, func(string))) 
 			return err
 		}
 	}
+	stringBounds(&c.MetaData.Statistics, &s)
 	return nil
 }
 

@@ -152,8 +152,9 @@ func TestParquetEncoderRoundTrip(t *testing.T) {
 			if s := first[colStep].MetaData.Statistics; len(s.MinValue) != 8 || len(s.MaxValue) != 8 {
 				t.Errorf("step statistics %+v", s)
 			}
-			if s := first[colPromptContent].MetaData.Statistics; s.MinValue != nil || s.MaxValue != nil {
-				t.Errorf("texts got bounds: %d and %d bytes", len(s.MinValue), len(s.MaxValue))
+			// Texts get bounds truncated to statsMaxBytes (these are longer).
+			if s := first[colPromptContent].MetaData.Statistics; s.MaxValue == nil || len(s.MinValue) > statsMaxBytes || len(s.MaxValue) > statsMaxBytes {
+				t.Errorf("text bounds: %d and %d bytes, want a max and at most %d bytes each", len(s.MinValue), len(s.MaxValue), statsMaxBytes)
 			}
 			var nulls int64
 			for _, g := range md.RowGroups {
@@ -638,31 +639,34 @@ func TestParquetEncoderMatchesParquetGo(t *testing.T) {
 // checkStatistics compares each column chunk's statistics with the bounds
 // of its row group's values: unsigned bytewise order for strings, signed
 // for integers, numeric for doubles with the format's rules (no bounds with
-// a NaN; a zero minimum -0.0, a zero maximum +0.0); none for message texts;
-// null count = rows with an empty list. String bounds over statsMaxBytes
+// a NaN; a zero minimum -0.0, a zero maximum +0.0); null count = rows with an empty list. String bounds over statsMaxBytes
 // must be truncated: see checkStringBounds.
 func checkStatistics(t *testing.T, data []byte, rows []Row, groupRows int) {
 	t.Helper()
 	pf := openFile(t, data)
 	exact := footerExactness(t, data)
-	roles := func(ms []Message) (out [][]byte) {
+	field := func(ms []Message, f func(Message) string) (out [][]byte) {
 		for _, m := range ms {
-			out = append(out, []byte(m.Role))
+			out = append(out, []byte(f(m)))
 		}
 		return out
 	}
+	role := func(m Message) string { return m.Role }
+	content := func(m Message) string { return m.Content }
 	str := func(s string) [][]byte { return [][]byte{[]byte(s)} }
 	i64 := func(v int64) [][]byte { return [][]byte{binary.LittleEndian.AppendUint64(nil, uint64(v))} }
 	strs := map[int]func(*Row) [][]byte{
-		colID:             func(r *Row) [][]byte { return str(r.ID) },
-		colPromptRole:     func(r *Row) [][]byte { return roles(r.Prompt) },
-		colCompletionRole: func(r *Row) [][]byte { return roles(r.Completion) },
-		colKind:           func(r *Row) [][]byte { return str(r.Kind) },
-		colSource:         func(r *Row) [][]byte { return str(r.Source) },
-		colTaskID:         func(r *Row) [][]byte { return str(r.TaskID) },
-		colGuidelineID:    func(r *Row) [][]byte { return str(r.GuidelineID) },
-		colTeacherModel:   func(r *Row) [][]byte { return str(r.TeacherModel) },
-		colSplit:          func(r *Row) [][]byte { return str(r.Split) },
+		colID:                func(r *Row) [][]byte { return str(r.ID) },
+		colPromptRole:        func(r *Row) [][]byte { return field(r.Prompt, role) },
+		colPromptContent:     func(r *Row) [][]byte { return field(r.Prompt, content) },
+		colCompletionRole:    func(r *Row) [][]byte { return field(r.Completion, role) },
+		colCompletionContent: func(r *Row) [][]byte { return field(r.Completion, content) },
+		colKind:              func(r *Row) [][]byte { return str(r.Kind) },
+		colSource:            func(r *Row) [][]byte { return str(r.Source) },
+		colTaskID:            func(r *Row) [][]byte { return str(r.TaskID) },
+		colGuidelineID:       func(r *Row) [][]byte { return str(r.GuidelineID) },
+		colTeacherModel:      func(r *Row) [][]byte { return str(r.TeacherModel) },
+		colSplit:             func(r *Row) [][]byte { return str(r.Split) },
 	}
 	ints := map[int]func(*Row) int64{
 		colStep:         func(r *Row) int64 { return r.Step },

@@ -528,9 +528,11 @@ func (b *statsBounds) check(row int, r *Row, vs *violations) {
 	str(colID, r.ID)
 	for _, m := range r.Prompt {
 		str(colPromptRole, m.Role)
+		str(colPromptContent, m.Content)
 	}
 	for _, m := range r.Completion {
 		str(colCompletionRole, m.Role)
+		str(colCompletionContent, m.Content)
 	}
 	str(colKind, r.Kind)
 	str(colSource, r.Source)
