@@ -36,6 +36,11 @@ func (s Spend) Sub(o Spend) Spend {
 	return Spend{Calls: s.Calls - o.Calls, Requests: s.Requests - o.Requests, CacheHits: s.CacheHits - o.CacheHits, Tokens: s.Tokens - o.Tokens, CostUSD: s.CostUSD - o.CostUSD}
 }
 
+// Add is the spend of s and o together.
+func (s Spend) Add(o Spend) Spend {
+	return Spend{Calls: s.Calls + o.Calls, Requests: s.Requests + o.Requests, CacheHits: s.CacheHits + o.CacheHits, Tokens: s.Tokens + o.Tokens, CostUSD: s.CostUSD + o.CostUSD}
+}
+
 // Meter counts the spend of every role and enforces the job's budget.
 // Cached answers cost nothing and do not count against it. The spend of
 // earlier invocations of the same run counts too, so re-running a stopped
@@ -98,8 +103,7 @@ func (m *Meter) Snapshot() Spend {
 
 // spent is the spend so far; m.mu is held.
 func (m *Meter) spent() Spend {
-	s, o := m.before, m.thisRun()
-	return Spend{Calls: s.Calls + o.Calls, Requests: s.Requests + o.Requests, CacheHits: s.CacheHits + o.CacheHits, Tokens: s.Tokens + o.Tokens, CostUSD: s.CostUSD + o.CostUSD}
+	return m.before.Add(m.thisRun())
 }
 
 // thisRun prices this invocation's tokens, summing the clients' costs in
