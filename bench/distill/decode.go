@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -12,12 +14,16 @@ import (
 	"github.com/ctxopt/ctxopt/distill"
 )
 
-// decodeRow parses one line of gen's output (the train.jsonl row format).
-// It is a small hand-written parser: reflection-based decoding would cost
-// more than the export being measured, and DuckDB's side of the comparison
-// parses with a fast native reader too.
-func decodeRow(line string, names map[string]string) (distill.Row, error) {
-	d := decoder{s: line, names: names}
+// row parses one line of gen's output (the train.jsonl row format). It is
+// a small hand-written parser: reflection-based decoding would cost more
+// than the export being measured, and DuckDB's side of the comparison parses
+// with a fast native reader too. A worker decodes a block's lines with one
+// decoder, which keeps its names from line to line.
+func (d *decoder) row(line string) (distill.Row, error) {
+	// A JSON string is at least as long as its text, so a buffer as long as
+	// the line takes every string of the row.
+	d.s, d.i, d.text = line, 0, make([]byte, len(line))
+	defer func() { d.text = nil }()
 	var r distill.Row
 	err := d.object(func(key string) error {
 		var err error
@@ -62,13 +68,19 @@ func decodeRow(line string, names map[string]string) (distill.Row, error) {
 	return r, nil
 }
 
+// newDecoder returns a decoder; a worker decodes a block with one.
+func newDecoder() *decoder { return &decoder{names: map[string]string{}} }
+
 type decoder struct {
-	s string
+	s string // the line being decoded
 	i int
 	// names holds one copy of each value of the fields with few distinct
 	// values (kind, task, roles...), so rows share it: no allocation per
 	// row, and the Writer's dictionaries compare equal strings by pointer.
 	names map[string]string
+	// text holds the strings of the row being decoded, each where its JSON
+	// is in the line: one allocation a row, written once (str).
+	text []byte
 }
 
 // maxNames bounds a decoder's names, whatever the input.
@@ -96,6 +108,16 @@ func (d *decoder) name() (string, error) {
 		d.names[body] = body
 	}
 	return body, nil
+}
+
+// key reads an object key. Keys are only compared, so one without escapes
+// is the line's own bytes: no allocation per key.
+func (d *decoder) key() (string, error) {
+	body, escaped, err := d.span()
+	if err != nil || !escaped {
+		return body, err
+	}
+	return unescape(body)
 }
 
 func (d *decoder) skipSpace() {
@@ -131,7 +153,7 @@ func (d *decoder) object(field func(key string) error) error {
 		return nil
 	}
 	for {
-		key, err := d.str()
+		key, err := d.key()
 		if err != nil {
 			return err
 		}
@@ -154,10 +176,11 @@ func (d *decoder) messages() ([]distill.Message, error) {
 	if err := d.expect('['); err != nil {
 		return nil, err
 	}
-	var ms []distill.Message
 	if d.peek(']') {
-		return ms, nil
+		return nil, nil
 	}
+	// A prompt has two messages (system, user), a completion one.
+	ms := make([]distill.Message, 0, 2)
 	for {
 		var m distill.Message
 		err := d.object(func(key string) error {
@@ -188,13 +211,17 @@ func (d *decoder) messages() ([]distill.Message, error) {
 func (d *decoder) number() (string, error) {
 	d.skipSpace()
 	start := d.i
-	for d.i < len(d.s) && strings.IndexByte("+-.0123456789eE", d.s[d.i]) >= 0 {
+	for d.i < len(d.s) && numberByte(d.s[d.i]) {
 		d.i++
 	}
 	if start == d.i {
 		return "", errors.New("want a number")
 	}
 	return d.s[start:d.i], nil
+}
+
+func numberByte(c byte) bool {
+	return '0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
 }
 
 func (d *decoder) int() (int64, error) {
@@ -205,17 +232,102 @@ func (d *decoder) int() (int64, error) {
 	return strconv.ParseInt(n, 10, 64)
 }
 
-// str reads a JSON string into memory of its own (the line is the input
-// file's, mapped read-only). Escaped ones are decoded in one pass after the
-// closing quote is found with IndexByte (vectorized): the generated text has
-// an escaped newline every few dozen bytes, and scanning it byte by byte
-// twice cost as much as encoding the Parquet.
+// str reads a JSON string into the row's text (the line is the input
+// file's, mapped read-only), decoding it in one pass: gen's text has an
+// escape every few dozen bytes, so a vectorized search for the closing
+// quote, another for each backslash and a copy of each run between them
+// cost more in calls than they saved.
 func (d *decoder) str() (string, error) {
-	body, escaped, err := d.span()
-	if err != nil || !escaped {
-		return strings.Clone(body), err
+	if err := d.expect('"'); err != nil {
+		return "", err
 	}
-	return unescape(body)
+	// The string goes where its JSON is in the line: its text is no longer,
+	// so strings do not overlap, and the rest of the row's text is as long
+	// as the rest of the line, as unquote needs. (What unquote stores past
+	// the string falls where later strings go.)
+	b := d.text[d.i:]
+	n, w, err := unquote(b, d.s[d.i:])
+	if err != nil {
+		return "", err
+	}
+	d.i += n
+	return unsafe.String(unsafe.SliceData(b), w), nil
+}
+
+// Eight bytes at a time (SWAR): a word has byte c where x = word ^ c*swarLo
+// has a zero byte, and (x - swarLo) &^ x & swarHi flags it; the lowest flag
+// is always a true one (a borrow only flags bytes above it).
+const (
+	swarLo      = 0x0101010101010101
+	swarHi      = 0x8080808080808080
+	backslashes = '\\' * swarLo
+	quotes      = '"' * swarLo
+)
+
+// unquote decodes the JSON string at the start of s (after its opening
+// quote) into b, which is at least as long as s: it returns the bytes of s
+// consumed, closing quote included, and of b written. Text between escapes
+// is copied a word at a time while it is searched.
+func unquote(b []byte, s string) (n, w int, err error) {
+	src := unsafe.Slice(unsafe.StringData(s), len(s))
+	r := 0
+	for {
+		// w <= r, so a word stored at w stays inside b; bytes stored past
+		// a quote or backslash are overwritten by what follows it.
+		r, w = copyRun(b, src, r, w)
+		for r+8 <= len(src) {
+			v := binary.LittleEndian.Uint64(src[r:])
+			binary.LittleEndian.PutUint64(b[w:], v)
+			x, y := v^backslashes, v^quotes
+			if m := ((x-swarLo)&^x | (y-swarLo)&^y) & swarHi; m != 0 {
+				k := bits.TrailingZeros64(m) / 8
+				r, w = r+k, w+k
+				goto special
+			}
+			r, w = r+8, w+8
+		}
+		for r < len(src) && src[r] != '\\' && src[r] != '"' {
+			b[w] = src[r]
+			r, w = r+1, w+1
+		}
+		if r == len(src) {
+			return 0, 0, errors.New("unterminated string")
+		}
+	special:
+		if src[r] == '"' {
+			return r + 1, w, nil
+		}
+		if r+1 >= len(src) {
+			return 0, 0, errors.New("unterminated escape")
+		}
+		c := src[r+1]
+		switch c {
+		case '"', '\\', '/':
+		case 'n':
+			c = '\n'
+		case 't':
+			c = '\t'
+		case 'r':
+			c = '\r'
+		case 'b':
+			c = '\b'
+		case 'f':
+			c = '\f'
+		case 'u':
+			u, k, err := unicodeEscape(s[r:])
+			if err != nil {
+				return 0, 0, err
+			}
+			w += utf8.EncodeRune(b[w:], u)
+			r += k
+			continue
+		default:
+			return 0, 0, fmt.Errorf("bad escape \\%c", c)
+		}
+		b[w] = c
+		w++
+		r += 2
+	}
 }
 
 // span reads a JSON string and returns its body as the line has it (escapes
@@ -253,51 +365,15 @@ func stringEnd(s string) (int, bool) {
 	}
 }
 
-// unescape decodes the body of a JSON string that has escapes into memory
-// of its own. The decoded text is at most as long as the escaped one, so
-// one buffer of that size takes it, written by index.
-func unescape(s string) (string, error) {
-	b := make([]byte, len(s))
-	w := 0
-	for r := 0; ; {
-		j := strings.IndexByte(s[r:], '\\')
-		if j < 0 {
-			w += copy(b[w:], s[r:])
-			return unsafe.String(unsafe.SliceData(b), w), nil
-		}
-		w += copy(b[w:], s[r:r+j])
-		r += j
-		if r+1 >= len(s) {
-			return "", errors.New("unterminated escape")
-		}
-		c := s[r+1]
-		switch c {
-		case '"', '\\', '/':
-		case 'n':
-			c = '\n'
-		case 't':
-			c = '\t'
-		case 'r':
-			c = '\r'
-		case 'b':
-			c = '\b'
-		case 'f':
-			c = '\f'
-		case 'u':
-			u, n, err := unicodeEscape(s[r:])
-			if err != nil {
-				return "", err
-			}
-			w += utf8.EncodeRune(b[w:], u)
-			r += n
-			continue
-		default:
-			return "", fmt.Errorf("bad escape \\%c", c)
-		}
-		b[w] = c
-		w++
-		r += 2
+// unescape decodes the body of a JSON string that has escapes (found by
+// span) into memory of its own: keys and names, which rarely have any.
+func unescape(body string) (string, error) {
+	b := make([]byte, len(body)+1)
+	_, w, err := unquote(b, body+`"`)
+	if err != nil {
+		return "", err
 	}
+	return string(b[:w]), nil
 }
 
 // unicodeEscape decodes \uXXXX at the start of s, with a following low

@@ -42,8 +42,8 @@ func TestDecodeRow(t *testing.T) {
 				CompressionRatio: 0.25,
 				Split:            distill.SplitTrain,
 			}
-			if line, got := marshalDecode(t, want, map[string]string{}); !reflect.DeepEqual(got, want) {
-				t.Errorf("decodeRow(%s)\n got %+v\nwant %+v", line, got, want)
+			if line, got := marshalDecode(t, want, newDecoder()); !reflect.DeepEqual(got, want) {
+				t.Errorf("dec.row(%s)\n got %+v\nwant %+v", line, got, want)
 			}
 		})
 	}
@@ -56,54 +56,67 @@ func TestDecodeRowErrors(t *testing.T) {
 		`{"id":"half \u12"}`,
 		`{"nope":1}`,
 	} {
-		if _, err := decodeRow(line, nil); err == nil {
-			t.Errorf("decodeRow(%s): no error", line)
+		if _, err := newDecoder().row(line); err == nil {
+			t.Errorf("dec.row(%s): no error", line)
 		}
 	}
 }
 
 // TestDecodeRowRandom holds the parser to encoding/json on random text
-// made of the bytes it treats specially and ordinary ones.
+// made of the bytes it treats specially and ordinary ones, in runs short
+// and long enough for each of unquote's loops (byte, word and, where the
+// CPU has AVX2, 32-byte block), with and without the block loop.
 func TestDecodeRowRandom(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	// One names map for all rows, as a worker decodes a block: a name seen
-	// before (Kind, of few pieces, often repeats) must come back as decoded.
-	names := map[string]string{}
-	pieces := []string{"a", "b", " ", `"`, `\`, "\n", "\t", "\x01", "é", "中", "😀", "/", "\u2028", "<"}
-	for i := range 3000 {
-		var b strings.Builder
-		for range r.IntN(40) {
-			b.WriteString(pieces[r.IntN(len(pieces))])
-		}
-		want := distill.Row{
-			ID:         fmt.Sprintf("id-%d", i),
-			Prompt:     []distill.Message{{Role: "user", Content: b.String()}},
-			Completion: []distill.Message{{Role: "assistant", Content: b.String()[:b.Len()/2]}},
-			Kind:       b.String(),
-		}
-		line, got := marshalDecode(t, want, names)
-		// Halving may cut a rune: json.Marshal writes U+FFFD for it.
-		var back distill.Row
-		if err := json.Unmarshal(line, &back); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, back) {
-			t.Fatalf("decodeRow(%s)\n got %+v\nwant %+v", line, got, back)
-		}
+	pieces := []string{"a", "b", " ", `"`, `\`, "\n", "\t", "\x01", "é", "中", "😀", "/", "\u2028", "<",
+		"a run of plain text longer than one block of thirty-two bytes, ", "eight b."}
+	for _, blocks := range []bool{false, true} {
+		t.Run(fmt.Sprintf("blocks=%v", blocks), func(t *testing.T) {
+			if blocks && !haveAVX2 {
+				t.Skip("no AVX2 on this CPU")
+			}
+			defer func(old bool) { haveAVX2 = old }(haveAVX2)
+			haveAVX2 = blocks
+			r := rand.New(rand.NewPCG(1, 2))
+			// One decoder for all rows, as a worker decodes a block: a
+			// name seen before (Kind, of few pieces, often repeats) must
+			// come back as decoded.
+			dec := newDecoder()
+			for i := range 3000 {
+				var b strings.Builder
+				for range r.IntN([]int{40, 200}[i%2]) {
+					b.WriteString(pieces[r.IntN(len(pieces))])
+				}
+				want := distill.Row{
+					ID:         fmt.Sprintf("id-%d", i),
+					Prompt:     []distill.Message{{Role: "user", Content: b.String()}},
+					Completion: []distill.Message{{Role: "assistant", Content: b.String()[:b.Len()/2]}},
+					Kind:       b.String()[:min(b.Len(), 30)],
+				}
+				line, got := marshalDecode(t, want, dec)
+				// Halving may cut a rune: json.Marshal writes U+FFFD for it.
+				var back distill.Row
+				if err := json.Unmarshal(line, &back); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, back) {
+					t.Fatalf("dec.row(%s)\n got %+v\nwant %+v", line, got, back)
+				}
+			}
+		})
 	}
 }
 
 // marshalDecode encodes want with encoding/json and decodes the line with
-// decodeRow and names.
-func marshalDecode(t *testing.T, want distill.Row, names map[string]string) ([]byte, distill.Row) {
+// dec.
+func marshalDecode(t *testing.T, want distill.Row, dec *decoder) ([]byte, distill.Row) {
 	t.Helper()
 	line, err := json.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeRow(string(line), names)
+	got, err := dec.row(string(line))
 	if err != nil {
-		t.Fatalf("decodeRow(%s): %v", line, err)
+		t.Fatalf("dec.row(%s): %v", line, err)
 	}
 	return line, got
 }

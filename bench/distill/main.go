@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -193,13 +194,17 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 		firstErr error
 		n        int
 		lines    int // of the blocks written so far
+		released int // bytes of data dropped from memory
 	)
 	s := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
 	// The mapped file is cut into blocks at newlines and a worker decodes a
 	// block's lines straight from the mapping (the decoder copies what it
 	// keeps), so the file is never copied into buffers. Line numbers are
 	// counted in the callbacks, which run in file order.
-	const blockSize = 1 << 20
+	const (
+		blockSize   = 1 << 20
+		releaseStep = 8 << 20
+	)
 	text := unsafe.String(unsafe.SliceData(data), len(data))
 	for off := 0; off < len(text) && ctx.Err() == nil; {
 		end := len(text)
@@ -208,15 +213,16 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 				end = off + blockSize + i + 1
 			}
 		}
-		block, from, to := text[off:end], off, end
+		block, to := text[off:end], end
 		off = end
 		s.Go(func() stream.Callback {
 			var (
-				rows  []distill.Row
-				derr  error
-				i     int
-				names = map[string]string{}
+				rows []distill.Row
+				derr error
+				i    int
+				dec  = decoders.Get().(*decoder)
 			)
+			defer decoders.Put(dec)
 			for ; len(block) > 0; i++ {
 				line := block
 				if j := strings.IndexByte(block, '\n'); j >= 0 {
@@ -224,17 +230,23 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 				} else {
 					block = ""
 				}
-				r, err := decodeRow(line, names)
+				r, err := dec.row(line)
 				if err != nil {
 					derr = err
 					break
 				}
 				rows = append(rows, r)
 			}
-			release(data, from, to)
 			return func() {
 				first := lines + 1
 				lines += i
+				// Decoded pages are dropped in steps of releaseStep, in
+				// file order: each madvise makes the kernel flush the
+				// other threads' TLBs, so fewer, larger calls cost less.
+				if to-released >= releaseStep || to == len(data) {
+					release(data, released, to)
+					released = to
+				}
 				if firstErr != nil {
 					return
 				}
@@ -256,6 +268,10 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 	stats, cerr := w.Close()
 	return n, stats, errors.Join(ctx.Err(), firstErr, cerr)
 }
+
+// decoders keeps the decoders of blocks (their names and scratch buffer)
+// for the next ones.
+var decoders = sync.Pool{New: func() any { return newDecoder() }}
 
 // mapFile maps a file read-only. The rows are decoded straight from the
 // page cache: reading them into buffers cost a copy of the whole file.
@@ -292,5 +308,3 @@ func release(data []byte, from, to int) {
 		_ = syscall.Madvise(data[from:to], syscall.MADV_DONTNEED)
 	}
 }
-
-// decodeRow parses one line written by gen (the train.jsonl row format).

@@ -1,0 +1,8 @@
+//go:build !amd64
+
+package main
+
+// haveAVX2 is false: runs are left to the word-at-a-time loop in unquote.
+var haveAVX2 = false
+
+func copyRun(b, src []byte, r, w int) (int, int) { return r, w }
