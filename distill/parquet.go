@@ -136,7 +136,7 @@ type (
 )
 
 // parquetFile writes one Parquet file: the magic, row groups encoded by
-// encodeRowGroup and committed in order, then the footer.
+// encoderPool.encode and committed in order, then the footer.
 type parquetFile struct {
 	out       io.Writer
 	split     string
@@ -162,7 +162,7 @@ func (f *parquetFile) commit(rg *encodedRowGroup) error {
 	// Writers do not keep what they are given: the buffer serves another
 	// row group.
 	*rg.buf = rg.data[:0]
-	rowGroupBuffers.Put(rg.buf)
+	keep(rg.pool.buffers, rg.buf)
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,8 @@ func (f *parquetFile) close() error {
 // offsets relative to its start.
 type encodedRowGroup struct {
 	data          []byte
-	buf           *[]byte // data's pooled buffer
+	pool          *encoderPool
+	buf           *[]byte // data's buffer, the pool's
 	columns       [numColumns]footerColumnChunk
 	hasDictionary [numColumns]bool
 	numRows       int64
@@ -249,20 +250,57 @@ type rowGroupEncoder struct {
 	indices    []int32
 }
 
-var (
-	rowGroupEncoders = sync.Pool{New: func() any { return &rowGroupEncoder{dict: map[string]int32{}} }}
-	rowGroupBuffers  = sync.Pool{New: func() any { return new([]byte) }}
-)
+// encoderPool keeps a Writer's row-group encoders and buffers from one row
+// group to the next. Unlike a sync.Pool it keeps them across garbage
+// collections: an encoder's page buffers are megabytes, and growing them
+// anew after each collection cost page faults and copies (bench/distill.sh).
+// It keeps as many as the Writer can use at once.
+type encoderPool struct {
+	encoders chan *rowGroupEncoder
+	buffers  chan *[]byte // row groups' data, from encoding to commit
+}
 
-// encodeRowGroup encodes and compresses rows as one row group. textBytes is
-// the rows' size as rowBytes counts it, which the Writer has tracked to cut
-// the batch: it sizes the row group's buffer.
-func encodeRowGroup(rows []Row, textBytes int) (*encodedRowGroup, error) {
-	e := rowGroupEncoders.Get().(*rowGroupEncoder)
-	defer rowGroupEncoders.Put(e)
+func newEncoderPool(concurrency int) *encoderPool {
+	return &encoderPool{
+		encoders: make(chan *rowGroupEncoder, concurrency),
+		// Row groups wait for their commit, in order, after encoding.
+		buffers: make(chan *[]byte, 2*concurrency),
+	}
+}
+
+// pageSlack is room past pageBufferSize in a page's buffer for the value
+// that fills it, so that the buffer does not double for it.
+const pageSlack = 64 << 10
+
+// take returns a value kept in c, or a fresh one.
+func take[T any](c chan T, fresh func() T) T {
+	select {
+	case v := <-c:
+		return v
+	default:
+		return fresh()
+	}
+}
+
+// keep keeps v in c if there is room.
+func keep[T any](c chan T, v T) {
+	select {
+	case c <- v:
+	default:
+	}
+}
+
+// encode encodes and compresses rows as one row group. textBytes is the
+// rows' size as rowBytes counts it, which the Writer has tracked to cut the
+// batch: it sizes the row group's buffer.
+func (p *encoderPool) encode(rows []Row, textBytes int) (*encodedRowGroup, error) {
+	e := take(p.encoders, func() *rowGroupEncoder {
+		return &rowGroupEncoder{dict: map[string]int32{}, values: make([]byte, 0, pageBufferSize+pageSlack)}
+	})
+	defer keep(p.encoders, e)
 	e.rows = rows
-	buf := rowGroupBuffers.Get().(*[]byte)
-	e.rg = &encodedRowGroup{numRows: int64(len(rows)), buf: buf, data: slices.Grow((*buf)[:0], textBytes/3)}
+	buf := take(p.buffers, func() *[]byte { return new([]byte) })
+	e.rg = &encodedRowGroup{numRows: int64(len(rows)), pool: p, buf: buf, data: slices.Grow((*buf)[:0], textBytes/3)}
 	defer func() { e.rows, e.rg = nil, nil }()
 
 	message := func(list func(*Row) []Message, field func(*Message) string) func(*Row, func(string)) {

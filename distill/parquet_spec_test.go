@@ -261,7 +261,7 @@ func TestParquetEncoderManyRowGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := encodeRowGroup(rows, textBytes(rows))
+	one, err := newEncoderPool(1).encode(rows, textBytes(rows))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,10 +78,11 @@ func parquetName(split string) string  { return filepath.Join("data", split+".pa
 // curated (redacted, de-duplicated): the Writer checks only that each row is
 // well-formed.
 type Writer struct {
-	dir    string
-	opts   WriterOptions
-	splits map[string]*splitWriter
-	stream *stream.Stream
+	dir      string
+	opts     WriterOptions
+	splits   map[string]*splitWriter
+	stream   *stream.Stream
+	encoders *encoderPool
 
 	mu  sync.Mutex
 	err error // first failure of an encoding task or a commit
@@ -108,10 +109,11 @@ func NewWriter(dir string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("create dataset directory: %w", err)
 	}
 	w := &Writer{
-		dir:    dir,
-		opts:   opts,
-		splits: map[string]*splitWriter{},
-		stream: stream.New().WithMaxGoroutines(opts.Concurrency),
+		dir:      dir,
+		opts:     opts,
+		splits:   map[string]*splitWriter{},
+		stream:   stream.New().WithMaxGoroutines(opts.Concurrency),
+		encoders: newEncoderPool(opts.Concurrency),
 	}
 	for _, name := range splitNames {
 		sw, err := w.openSplit(name)
@@ -206,7 +208,7 @@ func (w *Writer) flushBatch(sw *splitWriter) {
 	batch, textBytes := sw.batch, sw.batchBytes
 	sw.batch, sw.batchBytes = make([]Row, 0, len(batch)), 0
 	w.stream.Go(func() stream.Callback {
-		rg, err := encodeRowGroup(batch, textBytes)
+		rg, err := w.encoders.encode(batch, textBytes)
 		return func() {
 			if w.failure() != nil {
 				return
