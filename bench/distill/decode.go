@@ -274,7 +274,9 @@ func unquote(b []byte, s string) (n, w int, err error) {
 	for {
 		// w <= r, so a word stored at w stays inside b; bytes stored past
 		// a quote or backslash are overwritten by what follows it.
-		r, w = copyRun(b, src, r, w)
+		if haveAVX2 {
+			r, w = copyRunAVX2(b, src, r, w)
+		}
 		for r+8 <= len(src) {
 			v := binary.LittleEndian.Uint64(src[r:])
 			binary.LittleEndian.PutUint64(b[w:], v)

@@ -196,7 +196,11 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 		lines    int // of the blocks written so far
 		released int // bytes of data dropped from memory
 	)
-	s := stream.New().WithMaxGoroutines(runtime.GOMAXPROCS(0))
+	// Twice as many decoders as Ps: a stream runs ahead of its callbacks by
+	// one task more than its goroutines, and the callbacks (the Writer) stop
+	// while a row group waits for an encoder, so more decoders keep more
+	// blocks ready for when it goes on.
+	s := stream.New().WithMaxGoroutines(2 * runtime.GOMAXPROCS(0))
 	// The mapped file is cut into blocks at newlines and a worker decodes a
 	// block's lines straight from the mapping (the decoder copies what it
 	// keeps), so the file is never copied into buffers. Line numbers are

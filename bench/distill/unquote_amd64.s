@@ -1,11 +1,14 @@
 #include "textflag.h"
 
-// func copyRunAVX2(dst, src *byte, n int) int
-TEXT ·copyRunAVX2(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	XORQ AX, AX
+// func copyRunAVX2(b, src []byte, r, w int) (int, int)
+TEXT ·copyRunAVX2(SB), NOSPLIT, $0-80
+	MOVQ b_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	MOVQ r+48(FP), AX
+	MOVQ w+56(FP), BX
+	ADDQ BX, DI          // DI = &b[w]
+	SUBQ AX, DI          // DI + AX = &b[w] for the r at entry
 	MOVQ $0x5c, DX
 	MOVQ DX, X0
 	VPBROADCASTB X0, Y0
@@ -25,8 +28,7 @@ loop:
 	VPMOVMSKB Y3, DX
 	TESTL    DX, DX
 	JNZ      found
-	MOVQ     $32, DX
-	ADDQ     DX, AX
+	ADDQ     $32, AX
 	JMP      loop
 
 found:
@@ -35,5 +37,9 @@ found:
 
 done:
 	VZEROUPPER
-	MOVQ AX, ret+24(FP)
+	// w moves as far as r did.
+	SUBQ r+48(FP), BX
+	ADDQ AX, BX
+	MOVQ AX, ret+64(FP)
+	MOVQ BX, ret1+72(FP)
 	RET
