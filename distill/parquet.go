@@ -258,6 +258,7 @@ type rowGroupEncoder struct {
 type encoderPool struct {
 	encoders chan *rowGroupEncoder
 	buffers  chan *[]byte // row groups' data, from encoding to commit
+	pages    chan []byte  // message-text pages, from Write to encoding
 }
 
 func newEncoderPool(concurrency int) *encoderPool {
@@ -265,7 +266,15 @@ func newEncoderPool(concurrency int) *encoderPool {
 		encoders: make(chan *rowGroupEncoder, concurrency),
 		// Row groups wait for their commit, in order, after encoding.
 		buffers: make(chan *[]byte, 2*concurrency),
+		// A batch of the default size fills a few pages per split, and a
+		// few batches per encoder are on their way.
+		pages: make(chan []byte, 8*concurrency+8),
 	}
+}
+
+// pageBuffer returns an empty buffer for a message-text page.
+func (p *encoderPool) pageBuffer() []byte {
+	return take(p.pages, func() []byte { return make([]byte, 0, pageBufferSize+pageSlack) })
 }
 
 // pageSlack is room past pageBufferSize in a page's buffer for the value
@@ -290,10 +299,13 @@ func keep[T any](c chan T, v T) {
 	}
 }
 
-// encode encodes and compresses rows as one row group. textBytes is the
-// rows' size as rowBytes counts it, which the Writer has tracked to cut the
-// batch: it sizes the row group's buffer.
-func (p *encoderPool) encode(rows []Row, textBytes int) (*encodedRowGroup, error) {
+// encode encodes and compresses rows as one row group, with their message
+// texts, which texts holds (the rows' Content fields are not read), and
+// gives texts' buffers back. textBytes is the rows' size as rowBytes counts
+// it, which the Writer has tracked to cut the batch: it sizes the row
+// group's buffer.
+func (p *encoderPool) encode(rows []Row, texts *messageTexts, textBytes int) (*encodedRowGroup, error) {
+	defer texts.release()
 	e := take(p.encoders, func() *rowGroupEncoder {
 		return &rowGroupEncoder{dict: map[string]int32{}, values: make([]byte, 0, pageBufferSize+pageSlack)}
 	})
@@ -314,14 +326,13 @@ func (p *encoderPool) encode(rows []Row, textBytes int) (*encodedRowGroup, error
 	prompt := func(r *Row) []Message { return r.Prompt }
 	completion := func(r *Row) []Message { return r.Completion }
 	role := func(m *Message) string { return m.Role }
-	content := func(m *Message) string { return m.Content }
 
 	steps := []func() error{
 		func() error { return e.plainStrings(colID, func(r *Row) string { return r.ID }) },
 		func() error { return e.dictMessages(colPromptRole, message(prompt, role)) },
-		func() error { return e.plainMessages(colPromptContent, message(prompt, content)) },
+		func() error { return e.writeTexts(colPromptContent, &texts.columns[0]) },
 		func() error { return e.dictMessages(colCompletionRole, message(completion, role)) },
-		func() error { return e.plainMessages(colCompletionContent, message(completion, content)) },
+		func() error { return e.writeTexts(colCompletionContent, &texts.columns[1]) },
 		func() error { return e.dictStrings(colKind, func(r *Row) string { return r.Kind }) },
 		func() error { return e.dictStrings(colSource, func(r *Row) string { return r.Source }) },
 		func() error { return e.dictStrings(colTaskID, func(r *Row) string { return r.TaskID }) },
@@ -500,36 +511,94 @@ func (e *rowGroupEncoder) plainStrings(col int, get func(*Row) string) error {
 	return nil
 }
 
-// plainMessages writes a field of a message list PLAIN with its levels, in
-// pages of about pageBufferSize that end at a row's end. Its values are
-// long texts; their bounds are truncated (stringBounds), as DuckDB's are.
-func (e *rowGroupEncoder) plainMessages(col int, each func(*Row, func(string))) error {
-	c := e.beginChunk(col, format.ByteArray, format.Plain, format.RLE)
-	p := page{encoding: format.Plain, values: e.values[:0], reps: e.reps[:0], defs: e.defs[:0]}
-	var s minMax[string]
-	for i := range e.rows {
-		n := 0
-		each(&e.rows[i], func(v string) {
-			p.values = appendByteArray(p.values, v)
-			s.add(v)
-			p.level(n)
-			n++
-		})
-		p.endRow(n)
-		if len(p.values) >= pageBufferSize {
-			if err := e.writePage(c, p); err != nil {
-				return err
-			}
-			p = page{encoding: format.Plain, values: p.values[:0], reps: p.reps[:0], defs: p.defs[:0]}
+// messageTexts builds the pages of the two message-text columns (prompt and
+// completion contents, PLAIN with their levels) as the Writer takes rows,
+// while the texts are fresh in the cache: built later from a batch, the copy
+// read them back from memory, and the batch kept every text until then.
+// Pages hold about pageBufferSize bytes and end at a row's end. Bounds are
+// truncated (stringBounds), as DuckDB's are.
+type messageTexts struct {
+	pool    *encoderPool
+	columns [2]textColumn // prompt, completion
+}
+
+type textColumn struct {
+	pages []page // full, then the one being filled
+	s     minMax[string]
+}
+
+func (p *encoderPool) newMessageTexts() *messageTexts {
+	return &messageTexts{pool: p}
+}
+
+// add appends r's message texts. A text that is not valid UTF-8 is found
+// here, in the bytes just copied, and leaves the pages as they were.
+func (t *messageTexts) add(r *Row) error {
+	var undo [2]struct {
+		pages int
+		last  page
+	}
+	for i := range t.columns {
+		c := &t.columns[i]
+		if undo[i].pages = len(c.pages); undo[i].pages > 0 {
+			undo[i].last = c.pages[undo[i].pages-1]
 		}
 	}
-	e.values, e.reps, e.defs = p.values, p.reps, p.defs
-	if p.count > 0 {
+	for i, ms := range [2][]Message{r.Prompt, r.Completion} {
+		c := &t.columns[i]
+		if len(c.pages) == 0 || len(c.pages[len(c.pages)-1].values) >= pageBufferSize {
+			c.pages = append(c.pages, page{encoding: format.Plain, values: t.pool.pageBuffer()})
+		}
+		p := &c.pages[len(c.pages)-1]
+		for n := range ms {
+			start := len(p.values) + 4
+			p.values = appendByteArray(p.values, ms[n].Content)
+			if !utf8.Valid(p.values[start:]) {
+				for i := range t.columns {
+					c := &t.columns[i]
+					for _, p := range c.pages[undo[i].pages:] {
+						keep(t.pool.pages, p.values[:0])
+					}
+					if c.pages = c.pages[:undo[i].pages]; undo[i].pages > 0 {
+						c.pages[undo[i].pages-1] = undo[i].last
+					}
+				}
+				return fmt.Errorf("%s[%d].content: not valid UTF-8", [2]string{"prompt", "completion"}[i], n)
+			}
+			p.level(n)
+		}
+		p.endRow(len(ms))
+	}
+	for i, ms := range [2][]Message{r.Prompt, r.Completion} {
+		for n := range ms {
+			t.columns[i].s.add(ms[n].Content)
+		}
+	}
+	return nil
+}
+
+// release gives the pages' buffers back to the pool.
+func (t *messageTexts) release() {
+	for i := range t.columns {
+		for _, p := range t.columns[i].pages {
+			keep(t.pool.pages, p.values[:0])
+		}
+		t.columns[i].pages = nil
+	}
+}
+
+// writeTexts writes a message-text column's chunk from its pages.
+func (e *rowGroupEncoder) writeTexts(col int, tc *textColumn) error {
+	c := e.beginChunk(col, format.ByteArray, format.Plain, format.RLE)
+	for _, p := range tc.pages {
+		if p.count == 0 {
+			continue
+		}
 		if err := e.writePage(c, p); err != nil {
 			return err
 		}
 	}
-	stringBounds(&c.MetaData.Statistics, &s)
+	stringBounds(&c.MetaData.Statistics, &tc.s)
 	return nil
 }
 

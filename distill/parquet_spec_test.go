@@ -25,6 +25,19 @@ func textBytes(rows []Row) int {
 	return n
 }
 
+// encodeRows encodes rows as one row group, as the Writer does.
+func encodeRows(t *testing.T, rows []Row) (*encodedRowGroup, error) {
+	t.Helper()
+	p := newEncoderPool(1)
+	texts := p.newMessageTexts()
+	for i := range rows {
+		if err := texts.add(&rows[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p.encode(rows, texts, textBytes(rows))
+}
+
 // testFooter is the part of a footer that parquet-go's format types do not
 // decode: the exactness flags of statistics.
 type testFooter struct {
@@ -261,7 +274,7 @@ func TestParquetEncoderManyRowGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := newEncoderPool(1).encode(rows, textBytes(rows))
+	one, err := encodeRows(t, rows)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func writeEdited(t *testing.T, rows []Row, groupRows int, edit func(g int, rg *e
 	}
 	for start := 0; start < len(rows); start += groupRows {
 		group := rows[start:min(start+groupRows, len(rows))]
-		rg, err := newEncoderPool(1).encode(group, textBytes(group))
+		rg, err := encodeRows(t, group)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,6 +85,9 @@ type violations struct {
 	// typedMessages is set when rows come typed (Parquet, the Writer), so
 	// no JSON-level check has looked at their messages yet.
 	typedMessages bool
+	// textsChecked is set when the caller checks that message texts are
+	// valid UTF-8 (the Writer, on the bytes it copies into its pages).
+	textsChecked bool
 }
 
 func (vs *violations) add(row int, field, format string, args ...any) {
@@ -397,7 +400,7 @@ func checkRowValues(row int, r *Row, vs *violations) {
 // has already reported role and content faults.
 func checkMessageValue(row int, part string, i int, m Message, roles map[string]bool, vs *violations) {
 	field := func(k string) string { return part + "[" + strconv.Itoa(i) + "]." + k }
-	if !utf8.ValidString(m.Content) {
+	if !vs.textsChecked && !utf8.ValidString(m.Content) {
 		vs.add(row, field("content"), "not valid UTF-8")
 	}
 	if !vs.typedMessages {

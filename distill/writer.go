@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sourcegraph/conc/stream"
@@ -97,6 +98,7 @@ type splitWriter struct {
 	parquetOut *asyncFile
 	parquet    *parquetFile
 	batch      []Row
+	texts      *messageTexts // the batch's message texts
 	batchBytes int
 	stats      statsBuilder
 }
@@ -178,6 +180,12 @@ func (w *Writer) Write(r Row) error {
 	if err := checkRow(&r); err != nil {
 		return fmt.Errorf("row %s: %w", r.ID, err)
 	}
+	if sw.texts == nil {
+		sw.texts = w.encoders.newMessageTexts()
+	}
+	if err := sw.texts.add(&r); err != nil {
+		return fmt.Errorf("row %s: %w", r.ID, err)
+	}
 	sw.stats.add(&r)
 	// JSON lines are cheap to encode and must be written in order anyway, so
 	// they are encoded here, straight into the files' buffers; workers only
@@ -190,8 +198,13 @@ func (w *Writer) Write(r Row) error {
 			return err
 		}
 	}
-	sw.batch = append(sw.batch, r)
 	sw.batchBytes += rowBytes(&r)
+	// The batch keeps the row's other fields, in copies of its own where
+	// they vary from row to row, so that it holds on to none of the
+	// caller's memory: the texts are in the pages.
+	r.ID = strings.Clone(r.ID)
+	r.Prompt, r.Completion = roles(r.Prompt), roles(r.Completion)
+	sw.batch = append(sw.batch, r)
 	if len(sw.batch) >= w.opts.RowGroupRows || sw.batchBytes >= w.opts.RowGroupBytes {
 		w.flushBatch(sw)
 	}
@@ -205,10 +218,10 @@ func (w *Writer) flushBatch(sw *splitWriter) {
 	if len(sw.batch) == 0 {
 		return
 	}
-	batch, textBytes := sw.batch, sw.batchBytes
-	sw.batch, sw.batchBytes = make([]Row, 0, len(batch)), 0
+	batch, texts, textBytes := sw.batch, sw.texts, sw.batchBytes
+	sw.batch, sw.texts, sw.batchBytes = make([]Row, 0, len(batch)), nil, 0
 	w.stream.Go(func() stream.Callback {
-		rg, err := w.encoders.encode(batch, textBytes)
+		rg, err := w.encoders.encode(batch, texts, textBytes)
 		return func() {
 			if w.failure() != nil {
 				return
@@ -291,6 +304,18 @@ func (w *Writer) closeFiles() error {
 	return first
 }
 
+// roles copies the roles of messages, without their texts.
+func roles(ms []Message) []Message {
+	if ms == nil {
+		return nil
+	}
+	out := make([]Message, len(ms))
+	for i := range ms {
+		out[i].Role = ms[i].Role
+	}
+	return out
+}
+
 func rowBytes(r *Row) int {
 	n := len(r.ID) + len(r.TaskID) + len(r.GuidelineID) + len(r.TeacherModel) + 64
 	for _, m := range r.Prompt {
@@ -315,7 +340,7 @@ var (
 // checkRow returns the first way r breaks the formats (see ValidateFile), so
 // that every file written validates and loads in trainers.
 func checkRow(r *Row) error {
-	vs := &violations{typedMessages: true}
+	vs := &violations{typedMessages: true, textsChecked: true}
 	checkRowValues(0, r, vs)
 	if len(vs.items) > 0 {
 		v := vs.items[0]

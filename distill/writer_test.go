@@ -224,6 +224,11 @@ func TestWriterParquetOnly(t *testing.T) {
 	}
 }
 
+// TestWriterRejectsMalformedRows writes good rows around a malformed one:
+// Write names the fault, and the files are byte for byte those of the good
+// rows alone, even when the fault is found after part of the row's texts
+// went into the pages, and after a full page (the large row) made it start
+// a new one.
 func TestWriterRejectsMalformedRows(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -236,22 +241,56 @@ func TestWriterRejectsMalformedRows(t *testing.T) {
 		{"no completion", func(r *Row) { r.Completion = nil }, "completion"},
 		{"completion by user", func(r *Row) { r.Completion[0].Role = "user" }, "completion[0].role"},
 		{"bad kind", func(r *Row) { r.Kind = "summary" }, "kind"},
-		{"invalid utf-8", func(r *Row) { r.Completion[0].Content = "a\xffb" }, "UTF-8"},
+		{"invalid utf-8", func(r *Row) { r.Completion[0].Content = "a\xffb" }, "completion[0].content: not valid UTF-8"},
+		{"invalid utf-8 in the prompt", func(r *Row) { r.Prompt[1].Content = "\xc3(" }, "prompt[1].content: not valid UTF-8"},
 	}
+	large := testRow(11, SplitTrain)
+	large.Prompt[1].Content = strings.Repeat("a long history ", pageBufferSize/15+1)
+	write := func(t *testing.T, dir string, bad *Row, want string) {
+		t.Helper()
+		w, err := NewWriter(dir, WriterOptions{RowGroupRows: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := []Row{testRow(10, SplitTrain), large}
+		if bad != nil {
+			rows = append(rows, *bad)
+		}
+		for _, r := range append(rows, testRow(12, SplitTrain), testRow(13, SplitTrain)) {
+			err := w.Write(r)
+			switch {
+			case bad != nil && r.ID == bad.ID:
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Write = %v, want an error about %s", err, want)
+				}
+			case err != nil:
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := t.TempDir()
+	write(t, ref, nil, "")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, err := NewWriter(t.TempDir(), WriterOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := testRow(1, SplitTrain)
-			tt.change(&r)
-			err = w.Write(r)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Write = %v, want an error about %s", err, tt.want)
-			}
-			if _, err := w.Close(); err != nil {
-				t.Fatal(err)
+			bad := testRow(1, SplitTrain)
+			tt.change(&bad)
+			dir := t.TempDir()
+			write(t, dir, &bad, tt.want)
+			for _, name := range []string{jsonlName(SplitTrain), messagesName(SplitTrain), parquetName(SplitTrain), parquetName(SplitValidation)} {
+				got, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := os.ReadFile(filepath.Join(ref, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from the good rows' alone", name)
+				}
 			}
 		})
 	}
