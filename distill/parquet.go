@@ -571,10 +571,24 @@ func (t *messageTexts) add(r *Row) error {
 	}
 	for i, ms := range [2][]Message{r.Prompt, r.Completion} {
 		for n := range ms {
-			t.columns[i].s.add(ms[n].Content)
+			addText(&t.columns[i].s, ms[n].Content)
 		}
 	}
 	return nil
+}
+
+// addText is m.add for a text of the caller's, who may reuse its memory: a
+// new bound is a copy. Bounds change rarely once a few rows are in.
+func addText(m *minMax[string], v string) {
+	switch {
+	case !m.set:
+		v = strings.Clone(v)
+		m.min, m.max, m.set = v, v, true
+	case v < m.min:
+		m.min = strings.Clone(v)
+	case v > m.max:
+		m.max = strings.Clone(v)
+	}
 }
 
 // release gives the pages' buffers back to the pool.

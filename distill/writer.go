@@ -99,6 +99,7 @@ type splitWriter struct {
 	parquet    *parquetFile
 	batch      []Row
 	texts      *messageTexts // the batch's message texts
+	kept       keptStrings
 	batchBytes int
 	stats      statsBuilder
 }
@@ -165,7 +166,9 @@ func (sw *splitWriter) files() []*asyncFile {
 	return fs
 }
 
-// Write adds a row to the split its Split field names.
+// Write adds a row to the split its Split field names. It keeps none of
+// r's memory once it returns: the texts are copied into the pages and the
+// rest into strings of its own (keptStrings), so a caller may reuse it.
 func (w *Writer) Write(r Row) error {
 	if w.closed {
 		return errors.New("write to a closed dataset writer")
@@ -186,7 +189,8 @@ func (w *Writer) Write(r Row) error {
 	if err := sw.texts.add(&r); err != nil {
 		return fmt.Errorf("row %s: %w", r.ID, err)
 	}
-	sw.stats.add(&r)
+	r.Split = sw.name
+	sw.stats.add(sw.kept.names(&r))
 	// JSON lines are cheap to encode and must be written in order anyway, so
 	// they are encoded here, straight into the files' buffers; workers only
 	// encode and compress Parquet.
@@ -199,12 +203,7 @@ func (w *Writer) Write(r Row) error {
 		}
 	}
 	sw.batchBytes += rowBytes(&r)
-	// The batch keeps the row's other fields, in copies of its own where
-	// they vary from row to row, so that it holds on to none of the
-	// caller's memory: the texts are in the pages.
-	r.ID = strings.Clone(r.ID)
-	r.Prompt, r.Completion = roles(r.Prompt), roles(r.Completion)
-	sw.batch = append(sw.batch, r)
+	sw.batch = append(sw.batch, sw.kept.row(&r))
 	if len(sw.batch) >= w.opts.RowGroupRows || sw.batchBytes >= w.opts.RowGroupBytes {
 		w.flushBatch(sw)
 	}
@@ -304,16 +303,61 @@ func (w *Writer) closeFiles() error {
 	return first
 }
 
-// roles copies the roles of messages, without their texts.
-func roles(ms []Message) []Message {
+// keptStrings makes the copies of a row's strings that a split's batch
+// and statistics keep, so that Write keeps none of the caller's memory: a
+// caller may reuse it once Write returns (bench/distill's reader decodes
+// into buffers it recycles). The texts are copied into the pages
+// (messageTexts); names repeat from row to row, so the last copy of each
+// serves while they do.
+type keptStrings struct {
+	kind, source, task, guideline, teacher string
+	roles                                  []string // the roles seen, at most a few (checkRow)
+}
+
+// names replaces r's names (not its id, messages or split) with kept
+// copies and returns r.
+func (k *keptStrings) names(r *Row) *Row {
+	for _, f := range []struct{ kept, v *string }{
+		{&k.kind, &r.Kind}, {&k.source, &r.Source}, {&k.task, &r.TaskID},
+		{&k.guideline, &r.GuidelineID}, {&k.teacher, &r.TeacherModel},
+	} {
+		if *f.v != *f.kept {
+			*f.kept = strings.Clone(*f.v)
+		}
+		*f.v = *f.kept
+	}
+	return r
+}
+
+// row returns what a batch keeps of r, whose names are already kept: a
+// copy of its id, and its messages' roles without their texts.
+func (k *keptStrings) row(r *Row) Row {
+	kept := *r
+	kept.ID = strings.Clone(r.ID)
+	kept.Prompt, kept.Completion = k.messages(r.Prompt), k.messages(r.Completion)
+	return kept
+}
+
+func (k *keptStrings) messages(ms []Message) []Message {
 	if ms == nil {
 		return nil
 	}
 	out := make([]Message, len(ms))
 	for i := range ms {
-		out[i].Role = ms[i].Role
+		out[i].Role = k.role(ms[i].Role)
 	}
 	return out
+}
+
+func (k *keptStrings) role(v string) string {
+	for _, r := range k.roles {
+		if r == v {
+			return r
+		}
+	}
+	v = strings.Clone(v)
+	k.roles = append(k.roles, v)
+	return v
 }
 
 func rowBytes(r *Row) int {

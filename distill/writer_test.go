@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -293,6 +295,67 @@ func TestWriterRejectsMalformedRows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriterKeepsNoCallerMemory writes rows whose strings share one buffer
+// and scribbles over it after each Write, as a caller that reuses its
+// buffers does: the files are those of rows of their own.
+func TestWriterKeepsNoCallerMemory(t *testing.T) {
+	var rows []Row
+	for i := range 40 {
+		rows = append(rows, testRow(i, []string{SplitTrain, SplitValidation}[i%3/2]))
+	}
+	write := func(dir string, reuse bool) {
+		w, err := NewWriter(dir, WriterOptions{RowGroupRows: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 0, 1<<16)
+		for _, r := range rows {
+			if reuse {
+				buf = buf[:0]
+				str := func(s string) string {
+					start := len(buf)
+					buf = append(buf, s...)
+					return unsafe.String(unsafe.SliceData(buf[start:]), len(s))
+				}
+				for _, f := range []*string{&r.ID, &r.Kind, &r.Source, &r.TaskID, &r.GuidelineID, &r.TeacherModel, &r.Split} {
+					*f = str(*f)
+				}
+				for _, ms := range []*[]Message{&r.Prompt, &r.Completion} {
+					*ms = slices.Clone(*ms)
+					for i := range *ms {
+						(*ms)[i].Role, (*ms)[i].Content = str((*ms)[i].Role), str((*ms)[i].Content)
+					}
+				}
+			}
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+			for i := range buf {
+				buf[i] = 'X'
+			}
+		}
+		if _, err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, dir := t.TempDir(), t.TempDir()
+	write(ref, false)
+	write(dir, true)
+	for _, name := range []string{jsonlName(SplitTrain), messagesName(SplitValidation), parquetName(SplitTrain), parquetName(SplitValidation)} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(ref, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs when the caller reuses its memory", name)
+		}
 	}
 }
 

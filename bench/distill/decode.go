@@ -18,11 +18,12 @@ import (
 // a small hand-written parser: reflection-based decoding would cost more
 // than the export being measured, and DuckDB's side of the comparison parses
 // with a fast native reader too. A worker decodes a block's lines with one
-// decoder, which keeps its names from line to line.
-func (d *decoder) row(line string) (distill.Row, error) {
-	// A JSON string is at least as long as its text, so a buffer as long as
-	// the line takes every string of the row.
-	d.s, d.i, d.text = line, 0, make([]byte, len(line))
+// decoder, which keeps its names from line to line. The row's strings other
+// than its names are decoded into text, which must be at least as long as
+// the line (a JSON string is at least as long as its text): the row is
+// valid while text is.
+func (d *decoder) row(line string, text []byte) (distill.Row, error) {
+	d.s, d.i, d.text = line, 0, text[:len(line)]
 	defer func() { d.text = nil }()
 	var r distill.Row
 	err := d.object(func(key string) error {
@@ -79,7 +80,7 @@ type decoder struct {
 	// row, and the Writer's dictionaries compare equal strings by pointer.
 	names map[string]string
 	// text holds the strings of the row being decoded, each where its JSON
-	// is in the line: one allocation a row, written once (str).
+	// is in the line (str).
 	text []byte
 }
 

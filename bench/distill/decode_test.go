@@ -56,7 +56,7 @@ func TestDecodeRowErrors(t *testing.T) {
 		`{"id":"half \u12"}`,
 		`{"nope":1}`,
 	} {
-		if _, err := newDecoder().row(line); err == nil {
+		if _, err := newDecoder().row(line, make([]byte, len(line))); err == nil {
 			t.Errorf("dec.row(%s): no error", line)
 		}
 	}
@@ -114,7 +114,7 @@ func marshalDecode(t *testing.T, want distill.Row, dec *decoder) ([]byte, distil
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := dec.row(string(line))
+	got, err := dec.row(string(line), make([]byte, len(line)))
 	if err != nil {
 		t.Fatalf("dec.row(%s): %v", line, err)
 	}

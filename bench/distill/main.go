@@ -202,13 +202,10 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 	// blocks ready for when it goes on.
 	s := stream.New().WithMaxGoroutines(2 * runtime.GOMAXPROCS(0))
 	// The mapped file is cut into blocks at newlines and a worker decodes a
-	// block's lines straight from the mapping (the decoder copies what it
-	// keeps), so the file is never copied into buffers. Line numbers are
+	// block's lines straight from the mapping into a slab, which the
+	// callback recycles once the Writer has the rows. Line numbers are
 	// counted in the callbacks, which run in file order.
-	const (
-		blockSize   = 1 << 20
-		releaseStep = 8 << 20
-	)
+	const releaseStep = 8 << 20
 	text := unsafe.String(unsafe.SliceData(data), len(data))
 	for off := 0; off < len(text) && ctx.Err() == nil; {
 		end := len(text)
@@ -225,16 +222,19 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 				derr error
 				i    int
 				dec  = decoders.Get().(*decoder)
+				// The rows' strings, recycled once the Writer has them:
+				// Write keeps none of a row's memory.
+				slab = slabs.get(len(block))
+				at   int // of the line in block
 			)
 			defer decoders.Put(dec)
-			for ; len(block) > 0; i++ {
-				line := block
-				if j := strings.IndexByte(block, '\n'); j >= 0 {
-					line, block = block[:j], block[j+1:]
-				} else {
-					block = ""
+			for ; len(block) > at; i++ {
+				line := block[at:]
+				if j := strings.IndexByte(line, '\n'); j >= 0 {
+					line = line[:j]
 				}
-				r, err := dec.row(line)
+				r, err := dec.row(line, slab[at:])
+				at += len(line) + 1
 				if err != nil {
 					derr = err
 					break
@@ -242,6 +242,7 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 				rows = append(rows, r)
 			}
 			return func() {
+				defer slabs.put(slab)
 				first := lines + 1
 				lines += i
 				// Decoded pages are dropped in steps of releaseStep, in
@@ -273,9 +274,38 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 	return n, stats, errors.Join(ctx.Err(), firstErr, cerr)
 }
 
-// decoders keeps the decoders of blocks (their names and scratch buffer)
-// for the next ones.
+// decoders keeps the decoders of blocks (their names) for the next ones.
 var decoders = sync.Pool{New: func() any { return newDecoder() }}
+
+// blockSize is the size of the blocks the input is cut into, at newlines.
+const blockSize = 1 << 20
+
+// slabs keeps the buffers that blocks' rows are decoded into, as many as
+// blocks can be on their way (decoders, and callbacks waiting), and unlike
+// a sync.Pool across garbage collections: a slab a block, made anew, cost
+// zeroing and page faults.
+var slabs = slabPool{free: make(chan []byte, 32)}
+
+type slabPool struct{ free chan []byte }
+
+// get returns a slab of at least n bytes.
+func (p slabPool) get(n int) []byte {
+	select {
+	case b := <-p.free:
+		if len(b) >= n {
+			return b
+		}
+	default:
+	}
+	return make([]byte, max(n, blockSize+blockSize/4))
+}
+
+func (p slabPool) put(b []byte) {
+	select {
+	case p.free <- b:
+	default:
+	}
+}
 
 // mapFile maps a file read-only. The rows are decoded straight from the
 // page cache: reading them into buffers cost a copy of the whole file.
