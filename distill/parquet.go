@@ -330,9 +330,9 @@ func (p *encoderPool) encode(rows []Row, texts *messageTexts, textBytes int) (*e
 	steps := []func() error{
 		func() error { return e.plainStrings(colID, func(r *Row) string { return r.ID }) },
 		func() error { return e.dictMessages(colPromptRole, message(prompt, role)) },
-		func() error { return e.writeTexts(colPromptContent, &texts.columns[0]) },
+		func() error { return e.writeTexts(colPromptContent, texts, 0) },
 		func() error { return e.dictMessages(colCompletionRole, message(completion, role)) },
-		func() error { return e.writeTexts(colCompletionContent, &texts.columns[1]) },
+		func() error { return e.writeTexts(colCompletionContent, texts, 1) },
 		func() error { return e.dictStrings(colKind, func(r *Row) string { return r.Kind }) },
 		func() error { return e.dictStrings(colSource, func(r *Row) string { return r.Source }) },
 		func() error { return e.dictStrings(colTaskID, func(r *Row) string { return r.TaskID }) },
@@ -595,22 +595,28 @@ func addText(m *minMax[string], v string) {
 func (t *messageTexts) release() {
 	for i := range t.columns {
 		for _, p := range t.columns[i].pages {
-			keep(t.pool.pages, p.values[:0])
+			if p.values != nil {
+				keep(t.pool.pages, p.values[:0])
+			}
 		}
 		t.columns[i].pages = nil
 	}
 }
 
-// writeTexts writes a message-text column's chunk from its pages.
-func (e *rowGroupEncoder) writeTexts(col int, tc *textColumn) error {
+// writeTexts writes message-text column i of texts as column col's chunk,
+// giving each page's buffer back once it is compressed.
+func (e *rowGroupEncoder) writeTexts(col int, texts *messageTexts, i int) error {
+	tc := &texts.columns[i]
 	c := e.beginChunk(col, format.ByteArray, format.Plain, format.RLE)
-	for _, p := range tc.pages {
-		if p.count == 0 {
-			continue
+	for k := range tc.pages {
+		p := &tc.pages[k]
+		if p.count > 0 {
+			if err := e.writePage(c, *p); err != nil {
+				return err
+			}
 		}
-		if err := e.writePage(c, p); err != nil {
-			return err
-		}
+		keep(texts.pool.pages, p.values[:0])
+		p.values = nil
 	}
 	stringBounds(&c.MetaData.Statistics, &tc.s)
 	return nil
