@@ -2,12 +2,12 @@ package main
 
 import "golang.org/x/sys/cpu"
 
-// copyRunAVX2 copies src[r:] to b[w:] 32 bytes at a time until a block
-// holds a quote or a backslash, or fewer than 32 bytes of src are left, and
-// returns r and w past the bytes before that quote or backslash, or past
-// what it copied. It needs w <= r and len(b) >= len(src); unquote finishes
-// the run a word at a time. Runs are tens of bytes, so a block a step beats
-// a word a step: BenchmarkDecodeRows.
+// copyRunAVX2 decodes src[r:] into b[w:] 32 bytes at a time, the escapes
+// \n, \" and \\ included (gen's text has one every few dozen bytes, so
+// returning to Go for each cost a call), and stops at a quote, another
+// escape, or fewer than 32 bytes from the end of src. It returns r and w
+// there; unquote goes on from them a word at a time. It needs w <= r and
+// len(b) >= len(src). BenchmarkDecodeRows.
 //
 //go:noescape
 func copyRunAVX2(b, src []byte, r, w int) (int, int)
