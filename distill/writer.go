@@ -312,6 +312,7 @@ func (w *Writer) closeFiles() error {
 type keptStrings struct {
 	kind, source, task, guideline, teacher string
 	roles                                  []string // the roles seen, at most a few (checkRow)
+	msgs                                   []Message
 }
 
 // names replaces r's names (not its id, messages or split) with kept
@@ -342,11 +343,15 @@ func (k *keptStrings) messages(ms []Message) []Message {
 	if ms == nil {
 		return nil
 	}
-	out := make([]Message, len(ms))
-	for i := range ms {
-		out[i].Role = k.role(ms[i].Role)
+	// Batches' messages come from chunks, not an allocation a row.
+	if cap(k.msgs)-len(k.msgs) < len(ms) {
+		k.msgs = make([]Message, 0, max(len(ms), 4096))
 	}
-	return out
+	start := len(k.msgs)
+	for i := range ms {
+		k.msgs = append(k.msgs, Message{Role: k.role(ms[i].Role)})
+	}
+	return k.msgs[start:len(k.msgs):len(k.msgs)]
 }
 
 func (k *keptStrings) role(v string) string {

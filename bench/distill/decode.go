@@ -82,6 +82,9 @@ type decoder struct {
 	// text holds the strings of the row being decoded, each where its JSON
 	// is in the line (str).
 	text []byte
+	// msgs holds the messages of the rows decoded, one after another: a
+	// worker lends the decoder its block's (nil: allocated as needed).
+	msgs []distill.Message
 }
 
 // maxNames bounds a decoder's names, whatever the input.
@@ -180,8 +183,7 @@ func (d *decoder) messages() ([]distill.Message, error) {
 	if d.peek(']') {
 		return nil, nil
 	}
-	// A prompt has two messages (system, user), a completion one.
-	ms := make([]distill.Message, 0, 2)
+	start := len(d.msgs)
 	for {
 		var m distill.Message
 		err := d.object(func(key string) error {
@@ -199,9 +201,9 @@ func (d *decoder) messages() ([]distill.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, m)
+		d.msgs = append(d.msgs, m)
 		if d.peek(']') {
-			return ms, nil
+			return d.msgs[start:len(d.msgs):len(d.msgs)], nil
 		}
 		if err := d.expect(','); err != nil {
 			return nil, err

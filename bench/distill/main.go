@@ -222,18 +222,22 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 				derr error
 				i    int
 				dec  = decoders.Get().(*decoder)
-				// The rows' strings, recycled once the Writer has them:
-				// Write keeps none of a row's memory.
-				slab = slabs.get(len(block))
-				at   int // of the line in block
+				// The rows' strings and messages, recycled once the Writer
+				// has them: Write keeps none of a row's memory.
+				sl = slabs.get(len(block))
+				at int // of the line in block
 			)
-			defer decoders.Put(dec)
+			rows, dec.msgs = sl.rows[:0], sl.msgs[:0]
+			defer func() {
+				sl.rows, sl.msgs, dec.msgs = rows, dec.msgs, nil
+				decoders.Put(dec)
+			}()
 			for ; len(block) > at; i++ {
 				line := block[at:]
 				if j := strings.IndexByte(line, '\n'); j >= 0 {
 					line = line[:j]
 				}
-				r, err := dec.row(line, slab[at:])
+				r, err := dec.row(line, sl.text[at:])
 				at += len(line) + 1
 				if err != nil {
 					derr = err
@@ -242,7 +246,7 @@ func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions)
 				rows = append(rows, r)
 			}
 			return func() {
-				defer slabs.put(slab)
+				defer slabs.put(sl)
 				first := lines + 1
 				lines += i
 				// Decoded pages are dropped in steps of releaseStep, in
@@ -280,29 +284,36 @@ var decoders = sync.Pool{New: func() any { return newDecoder() }}
 // blockSize is the size of the blocks the input is cut into, at newlines.
 const blockSize = 1 << 20
 
-// slabs keeps the buffers that blocks' rows are decoded into, as many as
-// blocks can be on their way (decoders, and callbacks waiting), and unlike
-// a sync.Pool across garbage collections: a slab a block, made anew, cost
-// zeroing and page faults.
-var slabs = slabPool{free: make(chan []byte, 32)}
+// slabs keeps what blocks' rows are decoded into, as many as blocks can be
+// on their way (decoders, and callbacks waiting), and unlike a sync.Pool
+// across garbage collections: made anew for each block, they cost zeroing,
+// page faults and collections.
+var slabs = slabPool{free: make(chan *slab, 32)}
 
-type slabPool struct{ free chan []byte }
+type slabPool struct{ free chan *slab }
 
-// get returns a slab of at least n bytes.
-func (p slabPool) get(n int) []byte {
+// slab is where a block's rows live until the Writer has them.
+type slab struct {
+	text []byte // their strings but names (decoder.row)
+	rows []distill.Row
+	msgs []distill.Message
+}
+
+// get returns a slab with text of at least n bytes.
+func (p slabPool) get(n int) *slab {
 	select {
-	case b := <-p.free:
-		if len(b) >= n {
-			return b
+	case s := <-p.free:
+		if len(s.text) >= n {
+			return s
 		}
 	default:
 	}
-	return make([]byte, max(n, blockSize+blockSize/4))
+	return &slab{text: make([]byte, max(n, blockSize+blockSize/4))}
 }
 
-func (p slabPool) put(b []byte) {
+func (p slabPool) put(s *slab) {
 	select {
-	case p.free <- b:
+	case p.free <- s:
 	default:
 	}
 }
