@@ -281,19 +281,7 @@ func TestWriterRejectsMalformedRows(t *testing.T) {
 			tt.change(&bad)
 			dir := t.TempDir()
 			write(t, dir, &bad, tt.want)
-			for _, name := range []string{jsonlName(SplitTrain), messagesName(SplitTrain), parquetName(SplitTrain), parquetName(SplitValidation)} {
-				got, err := os.ReadFile(filepath.Join(dir, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := os.ReadFile(filepath.Join(ref, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s differs from the good rows' alone", name)
-				}
-			}
+			sameDataFiles(t, dir, ref, "from the good rows' alone")
 		})
 	}
 }
@@ -344,17 +332,26 @@ func TestWriterKeepsNoCallerMemory(t *testing.T) {
 	ref, dir := t.TempDir(), t.TempDir()
 	write(ref, false)
 	write(dir, true)
-	for _, name := range []string{jsonlName(SplitTrain), messagesName(SplitValidation), parquetName(SplitTrain), parquetName(SplitValidation)} {
-		got, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := os.ReadFile(filepath.Join(ref, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs when the caller reuses its memory", name)
+	sameDataFiles(t, dir, ref, "when the caller reuses its memory")
+}
+
+// sameDataFiles fails t unless the data files of dataset directories got
+// and want are the same, byte for byte.
+func sameDataFiles(t *testing.T, got, want, why string) {
+	t.Helper()
+	for _, split := range splitNames {
+		for _, name := range []string{jsonlName(split), messagesName(split), parquetName(split)} {
+			g, err := os.ReadFile(filepath.Join(got, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := os.ReadFile(filepath.Join(want, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(g, w) {
+				t.Errorf("%s differs %s", name, why)
+			}
 		}
 	}
 }
