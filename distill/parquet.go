@@ -307,7 +307,7 @@ func keep[T any](c chan T, v T) {
 func (p *encoderPool) encode(rows []Row, texts *messageTexts, textBytes int) (*encodedRowGroup, error) {
 	defer texts.release()
 	e := take(p.encoders, func() *rowGroupEncoder {
-		return &rowGroupEncoder{dict: map[string]int32{}, values: make([]byte, 0, pageBufferSize+pageSlack)}
+		return &rowGroupEncoder{dict: map[string]int32{}}
 	})
 	defer keep(p.encoders, e)
 	e.rows = rows
@@ -534,16 +534,7 @@ func (p *encoderPool) newMessageTexts() *messageTexts {
 // add appends r's message texts. A text that is not valid UTF-8 is found
 // here, in the bytes just copied, and leaves the pages as they were.
 func (t *messageTexts) add(r *Row) error {
-	var undo [2]struct {
-		pages int
-		last  page
-	}
-	for i := range t.columns {
-		c := &t.columns[i]
-		if undo[i].pages = len(c.pages); undo[i].pages > 0 {
-			undo[i].last = c.pages[undo[i].pages-1]
-		}
-	}
+	before := t.mark()
 	for i, ms := range [2][]Message{r.Prompt, r.Completion} {
 		c := &t.columns[i]
 		if len(c.pages) == 0 || len(c.pages[len(c.pages)-1].values) >= pageBufferSize {
@@ -554,27 +545,50 @@ func (t *messageTexts) add(r *Row) error {
 			start := len(p.values) + 4
 			p.values = appendByteArray(p.values, ms[n].Content)
 			if !utf8.Valid(p.values[start:]) {
-				for i := range t.columns {
-					c := &t.columns[i]
-					for _, p := range c.pages[undo[i].pages:] {
-						keep(t.pool.pages, p.values[:0])
-					}
-					if c.pages = c.pages[:undo[i].pages]; undo[i].pages > 0 {
-						c.pages[undo[i].pages-1] = undo[i].last
-					}
-				}
+				t.restore(before)
 				return fmt.Errorf("%s[%d].content: not valid UTF-8", [2]string{"prompt", "completion"}[i], n)
 			}
 			p.level(n)
 		}
 		p.endRow(len(ms))
 	}
+	// The bounds take the row only once it is in: restore does not undo
+	// them.
 	for i, ms := range [2][]Message{r.Prompt, r.Completion} {
 		for n := range ms {
 			addText(&t.columns[i].s, ms[n].Content)
 		}
 	}
 	return nil
+}
+
+// textMark is where a column's pages stood: how many, and the last one.
+type textMark struct {
+	pages int
+	last  page
+}
+
+func (t *messageTexts) mark() (m [2]textMark) {
+	for i, c := range t.columns {
+		if m[i].pages = len(c.pages); m[i].pages > 0 {
+			m[i].last = c.pages[m[i].pages-1]
+		}
+	}
+	return m
+}
+
+// restore puts the pages back as they stood at m, giving back the buffers
+// of pages begun since.
+func (t *messageTexts) restore(m [2]textMark) {
+	for i := range t.columns {
+		c := &t.columns[i]
+		for _, p := range c.pages[m[i].pages:] {
+			keep(t.pool.pages, p.values[:0])
+		}
+		if c.pages = c.pages[:m[i].pages]; m[i].pages > 0 {
+			c.pages[m[i].pages-1] = m[i].last
+		}
+	}
 }
 
 // addText is m.add for a text of the caller's, who may reuse its memory: a
