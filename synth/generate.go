@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -522,13 +521,10 @@ func openResumed(path string, read func(line []byte) error) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
+	// Mend leaves the offset at the end, where appends go.
 	if _, _, err := jsonl.Mend(f, jsonl.Limits{}); err != nil {
 		f.Close()
 		return nil, err
-	}
-	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("seek %s: %w", path, err)
 	}
 	return f, nil
 }
