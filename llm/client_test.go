@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ctxopt/ctxopt/internal/logtest"
 )
 
 func TestRequestBody(t *testing.T) {
@@ -104,9 +105,7 @@ func TestKeyNeverInErrors(t *testing.T) {
 		name string
 		code int
 	}{{"not retried", 401}, {"exhausted", 503}}
-	var logs bytes.Buffer
-	defer slog.SetDefault(slog.Default())
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logs := logtest.Capture(t, slog.LevelDebug)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logs.Reset()

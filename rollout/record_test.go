@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/internal/logtest"
 	"github.com/ctxopt/ctxopt/llm"
 )
 
@@ -294,17 +295,13 @@ func recordLine(t *testing.T, id string) string {
 
 // writeLogged writes data as the trajectories file of dir and sends the
 // default logger's output to logs until the test ends.
-func writeLogged(t *testing.T, dir, data string) (path string, logs *bytes.Buffer) {
+func writeLogged(t *testing.T, dir, data string) (path string, logs *logtest.Buffer) {
 	t.Helper()
 	path = filepath.Join(dir, TrajectoriesFile)
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logs = &bytes.Buffer{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-	return path, logs
+	return path, logtest.Capture(t, slog.LevelInfo)
 }
 
 // TestTornLastRecord reads trajectories files ending in each way a file

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxopt/ctxopt/internal/logtest"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/sim"
 	"github.com/ctxopt/ctxopt/rollout"
@@ -25,10 +26,7 @@ import (
 // for its handler before it closes the session store and log, so the
 // summary the teacher sends once released writes nowhere closed.
 func TestDrainDeadlineCutsBeforeClosing(t *testing.T) {
-	logs := &syncBuffer{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
+	logs := logtest.Capture(t, slog.LevelInfo)
 
 	up := newRecUpstream(t, sim.Config{})
 	sm, err := sim.NewHandler(sim.Config{})

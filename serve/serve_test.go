@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/logtest"
 	"github.com/ctxopt/ctxopt/llm/sim"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -164,32 +165,11 @@ func TestHotReloadFailsNoRequest(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestSecurity(t *testing.T) {
 	const upstreamKey = "sk-upstream-6f1c0e9a7b3d4c2e8f5a1b0c9d7e6f54"
 	const clientKey = "client-key-for-tests-0123456789"
 	t.Setenv("CTXOPT_TEST_UPSTREAM_KEY", upstreamKey)
-	logs := &syncBuffer{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	t.Cleanup(func() { slog.SetDefault(prev) })
+	logs := logtest.Capture(t, slog.LevelDebug)
 
 	up := newRecUpstream(t, sim.Config{})
 	dir, _, _ := registry(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/ingest"
+	"github.com/ctxopt/ctxopt/internal/logtest"
 	"github.com/ctxopt/ctxopt/llm/sim"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -147,10 +148,7 @@ func TestSessionLogTail(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &syncBuffer{}
-			prev := slog.Default()
-			slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
-			t.Cleanup(func() { slog.SetDefault(prev) })
+			logs := logtest.Capture(t, slog.LevelInfo)
 			up := newRecUpstream(t, sim.Config{})
 			dir, _, _ := registry(t)
 			cfg := testConfig(t, up.url(), up.url(), dir)

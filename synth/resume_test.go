@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/internal/logtest"
 )
 
 // TestOpenResumed resumes from the files a killed run can leave, and
@@ -37,7 +38,7 @@ func TestOpenResumed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := captureLogs(t)
+			logs := logtest.Capture(t, slog.LevelInfo)
 			path := filepath.Join(t.TempDir(), "f.jsonl")
 			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
 				t.Fatal(err)
@@ -80,15 +81,6 @@ func TestOpenResumed(t *testing.T) {
 			}
 		})
 	}
-}
-
-// captureLogs sends slog's output to the buffer returned for the test.
-func captureLogs(t *testing.T) *bytes.Buffer {
-	var logs bytes.Buffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
-	return &logs
 }
 
 // workflowLines returns the lines of a workflows file, without newlines.
@@ -140,7 +132,7 @@ func TestRunResumesOnlyUnchanged(t *testing.T) {
 			dir := t.TempDir()
 			_, before := runInto(t, x, wfs, dir)
 			write(lines[0], tc.line, lines[2])
-			logs := captureLogs(t)
+			logs := logtest.Capture(t, slog.LevelInfo)
 			sum, got := runInto(t, x, wfs, dir)
 			if sum.Resumed != tc.resumed || sum.Read != 3 || sum.Executed != 3 {
 				t.Fatalf("resumed %d, read %d, executed %d; want resumed %d of 3", sum.Resumed, sum.Read, sum.Executed, tc.resumed)
@@ -190,7 +182,7 @@ func TestRunReadsWorkflowsByTheTornRule(t *testing.T) {
 	}
 	t.Run("torn last line", func(t *testing.T) {
 		write(lines[0] + "\n" + lines[1] + "\n" + lines[2][:len(lines[2])/2])
-		logs := captureLogs(t)
+		logs := logtest.Capture(t, slog.LevelInfo)
 		dir := t.TempDir()
 		sum, err := Run(t.Context(), x, RunOptions{Workflows: wfs, Dir: dir})
 		if err != nil {
@@ -242,7 +234,7 @@ func TestWriteSampleReadsByTheTornRule(t *testing.T) {
 			if err := os.WriteFile(wfs, []byte(tc.file), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			logs := captureLogs(t)
+			logs := logtest.Capture(t, slog.LevelInfo)
 			got, err := writeSample(wfs, filepath.Join(t.TempDir(), SampleFile), 5, 1)
 			var inv *InvalidError
 			switch {

@@ -1,7 +1,6 @@
 package jsonl
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/internal/logtest"
 )
 
 func TestReader(t *testing.T) {
@@ -80,16 +81,6 @@ func TestReader(t *testing.T) {
 	}
 }
 
-// captureLog sends the default logger's output to a buffer until the test
-// ends.
-func captureLog(t *testing.T) *bytes.Buffer {
-	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(old) })
-	return &buf
-}
-
 func TestSkipTorn(t *testing.T) {
 	tests := []struct {
 		name string
@@ -109,7 +100,7 @@ func TestSkipTorn(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			log := captureLog(t)
+			log := logtest.Capture(t, slog.LevelInfo)
 			r := NewReader(strings.NewReader(tc.in), "in.jsonl", Limits{})
 			for {
 				line, err := r.Next()
