@@ -287,7 +287,11 @@ func NewHTTP(ctx context.Context, cfg HTTPConfig, red Redactor) (*HTTPEnv, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &HTTPEnv{cfg: cfg, client: &http.Client{}, tasks: map[string][]Task{}, headers: http.Header{}, red: red}
+	e := &HTTPEnv{cfg: cfg, tasks: map[string][]Task{}, headers: http.Header{}, red: red}
+	e.client = &http.Client{Transport: &llm.Retrier{
+		Policy:  llm.RetryPolicy{MaxRetries: cfg.MaxRetries, Timeout: cfg.Timeout},
+		MaxBody: maxReplyBytes + 1, Check: e.checkReply, Log: logAttempt,
+	}}
 	for _, h := range slices.Sorted(maps.Keys(cfg.HeadersEnv)) {
 		v := os.Getenv(cfg.HeadersEnv[h])
 		if v == "" {
@@ -471,7 +475,7 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// call sends one request, retrying per the LLM clients' rules (408, 429,
+// call sends one request under the LLM clients' retry policy (408, 429,
 // 5xx, timeouts, broken connections, replies that are not JSON); when the
 // server stays down the error wraps llm.ErrUnavailable, which rollouts
 // record as an infrastructure failure.
@@ -492,46 +496,54 @@ func (e *HTTPEnv) callAttempts(ctx, actx context.Context, name string, ep *HTTPE
 		}
 		body = b
 	}
-	for n := 0; ; n++ {
-		reply, status, retryAfter, err := e.attempt(actx, ep.method(), u, body)
-		if err == nil {
-			return reply, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("env http %s: %w", name, ctx.Err())
-		}
-		if !errors.Is(err, context.DeadlineExceeded) && !llm.Retryable(err, status) {
-			return nil, fmt.Errorf("env http %s: %s %s: %w", name, ep.method(), e.quote([]byte(u)), err)
-		}
-		if n >= max(e.cfg.MaxRetries, 0) {
-			return nil, fmt.Errorf("env http %s: %w: %s %s after %d attempts: %w", name, llm.ErrUnavailable, ep.method(), e.quote([]byte(u)), n+1, err)
-		}
-		wait := llm.RetryDelay(n, retryAfter)
-		slog.Debug("env http retry", "call", name, "attempt", n+1, "status", status, "err", err, "wait", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("env http %s: %w", name, ctx.Err())
-		}
+	rctx, try := llm.WithTry(llm.RetryUntil(actx, ctx))
+	reply, err := e.send(rctx, ep.method(), u, body)
+	switch {
+	case err == nil:
+		return reply, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("env http %s: %w", name, ctx.Err())
+	case try.GaveUp:
+		return nil, fmt.Errorf("env http %s: %w: %s %s after %d attempts: %w", name, llm.ErrUnavailable, ep.method(), e.quote([]byte(u)), try.N, err)
 	}
+	return nil, fmt.Errorf("env http %s: %s %s: %w", name, ep.method(), e.quote([]byte(u)), err)
 }
 
 // errNotJSON marks a 2xx reply that does not parse; like an LLM server's
 // garbled answer it is retried.
 var errNotJSON = errors.New("reply is not JSON")
 
-func (e *HTTPEnv) attempt(ctx context.Context, method, u string, body []byte) (reply []byte, status int, retryAfter string, err error) {
-	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-	defer cancel()
+// checkReply is the retry policy's Check: a 2xx reply must be JSON of at
+// most maxReplyBytes.
+func (e *HTTPEnv) checkReply(_ *http.Request, status int, reply []byte) error {
+	switch {
+	case status < 200 || status > 299:
+		return nil
+	case len(reply) > maxReplyBytes:
+		return fmt.Errorf("reply larger than %d bytes", maxReplyBytes)
+	case !gjson.ValidBytes(reply):
+		return fmt.Errorf("%w: %s", errNotJSON, e.quote(reply))
+	}
+	return nil
+}
+
+func logAttempt(r *http.Request, t llm.Try, wait time.Duration) {
+	if t.Err != nil || t.Status/100 != 2 {
+		slog.Debug("env http attempt failed", "path", r.URL.Path, "attempt", t.N, "status", t.Status,
+			"timeout", t.TimedOut, "err", t.Err, "wait", wait, "exhausted", t.GaveUp)
+	}
+}
+
+// send makes the request, with its retries, and returns a 2xx reply, which
+// checkReply passed.
+func (e *HTTPEnv) send(ctx context.Context, method, u string, body []byte) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(actx, method, u, rd)
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, 0, "", e.quoteURL(err)
+		return nil, e.quoteURL(err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -542,23 +554,17 @@ func (e *HTTPEnv) attempt(ctx context.Context, method, u string, body []byte) (r
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, 0, "", e.quoteURL(err)
+		return nil, e.quoteURL(err)
 	}
 	defer resp.Body.Close()
-	reply, err = io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
+	reply, err := io.ReadAll(resp.Body) // buffered by the Retrier
 	if err != nil {
-		return nil, resp.StatusCode, "", err
+		return nil, err
 	}
-	retryAfter = resp.Header.Get("Retry-After")
-	switch {
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, resp.StatusCode, retryAfter, fmt.Errorf("status %d: %s", resp.StatusCode, e.quote(reply))
-	case len(reply) > maxReplyBytes:
-		return nil, resp.StatusCode, "", fmt.Errorf("reply larger than %d bytes", maxReplyBytes)
-	case !gjson.ValidBytes(reply):
-		return nil, resp.StatusCode, retryAfter, fmt.Errorf("%w: %s", errNotJSON, e.quote(reply))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, e.quote(reply))
 	}
-	return reply, resp.StatusCode, "", nil
+	return reply, nil
 }
 
 // fill replaces placeholders in a body template.

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/sashabaranov/go-openai"
 )
@@ -24,13 +23,9 @@ type Client struct {
 	oa    *openai.Client
 	cache *Cache
 	tok   *Tokenizer
-	limit *limiter
+	retry *Retrier
 	stats stats
 	sink  func(MalformedReply)
-
-	// Backoff bounds, fields so tests can shrink them.
-	backoffBase time.Duration
-	backoffCap  time.Duration
 }
 
 // NewClient builds the client of role from cfg (defaults applied). The API
@@ -44,10 +39,6 @@ func NewClient(role string, cfg RoleConfig, cache *Cache) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roles.%s.encoding: %w", role, err)
 	}
-	d, err := newDoer(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("roles.%s: %w", role, err)
-	}
 	var key string
 	if cfg.KeyEnv != "" {
 		key = os.Getenv(cfg.KeyEnv)
@@ -59,21 +50,22 @@ func NewClient(role string, cfg RoleConfig, cache *Cache) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roles.%s.base_url: %w", role, err)
 	}
+	c := &Client{role: role, cfg: cfg, host: u.Host, key: key, cache: cache, tok: tok}
+	// go-openai never retries: the doer's client does.
+	c.retry = &Retrier{
+		Policy: RetryPolicy{MaxRetries: cfg.MaxRetries, Timeout: cfg.Timeout},
+		Next:   sharedTransport, Check: checkAnswer, Log: c.logAttempt,
+		limit: endpointLimiter(cfg.BaseURL, cfg.Concurrency),
+	}
+	d, err := newDoer(cfg, c.retry)
+	if err != nil {
+		return nil, fmt.Errorf("roles.%s: %w", role, err)
+	}
 	oc := openai.DefaultConfig(key)
 	oc.BaseURL = normURL(cfg.BaseURL)
 	oc.HTTPClient = d
-	return &Client{
-		role:        role,
-		cfg:         cfg,
-		host:        u.Host,
-		key:         key,
-		oa:          openai.NewClientWithConfig(oc),
-		cache:       cache,
-		tok:         tok,
-		limit:       endpointLimiter(cfg.BaseURL, cfg.Concurrency),
-		backoffBase: defaultBackoffBase,
-		backoffCap:  defaultBackoffCap,
-	}, nil
+	c.oa = openai.NewClientWithConfig(oc)
+	return c, nil
 }
 
 // Role is the role name the client was built for.
@@ -136,12 +128,9 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		oreq.ToolChoice = tc
 	}
 	var oresp openai.ChatCompletionResponse
-	retries, err := c.call(ctx, attempt{purpose: purpose, sample: req.Sample, fillContent: fill}, func(ctx context.Context) error {
+	retries, err := c.send(ctx, &attempt{purpose: purpose, sample: req.Sample, fillContent: fill}, func(ctx context.Context) error {
 		var err error
 		oresp, err = c.oa.CreateChatCompletion(ctx, oreq)
-		if err == nil && len(oresp.Choices) == 0 {
-			return fmt.Errorf("%w: no choices", errMalformed)
-		}
 		return err
 	})
 	if errors.Is(err, errUnparsed) {
@@ -273,21 +262,10 @@ func (c *Client) Embeddings(ctx context.Context, texts []string) (Embeddings, er
 		input[j] = texts[i]
 	}
 	var oresp openai.EmbeddingResponse
-	retries, err := c.call(ctx, attempt{purpose: c.role}, func(ctx context.Context) error {
+	retries, err := c.send(ctx, &attempt{purpose: c.role, inputs: len(input)}, func(ctx context.Context) error {
 		var err error
 		oresp, err = c.oa.CreateEmbeddings(ctx, openai.EmbeddingRequestStrings{Input: input, Model: openai.EmbeddingModel(c.cfg.Model)})
-		if err != nil {
-			return err
-		}
-		if len(oresp.Data) != len(input) {
-			return fmt.Errorf("%w: %d embeddings for %d inputs", errMalformed, len(oresp.Data), len(input))
-		}
-		for _, d := range oresp.Data {
-			if d.Index < 0 || d.Index >= len(input) {
-				return fmt.Errorf("%w: embedding index %d out of range", errMalformed, d.Index)
-			}
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		c.stats.failed(err, retries)

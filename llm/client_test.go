@@ -210,58 +210,6 @@ func TestParentCancelStopsRetrying(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"", 0, false},
-		{"1", time.Second, true},
-		{"0", 0, true},
-		{"3600", maxRetryAfter, true},
-		{"-1", 0, false},
-		{"soon", 0, false},
-		{now.Add(7 * time.Second).Format(http.TimeFormat), 7 * time.Second, true},
-		{now.Add(-time.Minute).Format(http.TimeFormat), 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, ok := parseRetryAfter(tt.in, now)
-			if got != tt.want || ok != tt.ok {
-				t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
-			}
-		})
-	}
-}
-
-func TestBackoffFullJitter(t *testing.T) {
-	c := &Client{backoffBase: 250 * time.Millisecond, backoffCap: 20 * time.Second}
-	now := time.Now()
-	for n, ceil := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second} {
-		var maxSeen time.Duration
-		for range 200 {
-			d := c.backoff(n, "", now)
-			if d < 0 || d > ceil {
-				t.Fatalf("backoff(%d) = %v, outside [0, %v]", n, d, ceil)
-			}
-			maxSeen = max(maxSeen, d)
-		}
-		if maxSeen < ceil/2 {
-			t.Errorf("backoff(%d) never above %v in 200 draws: not jittered over [0, %v]", n, maxSeen, ceil)
-		}
-	}
-	for _, n := range []int{7, 40, 100} {
-		if d := c.backoff(n, "", now); d > c.backoffCap {
-			t.Errorf("backoff(%d) = %v above cap", n, d)
-		}
-	}
-	if d := c.backoff(0, "120", now); d != maxRetryAfter {
-		t.Errorf("Retry-After 120 gave %v, want the %v cap", d, maxRetryAfter)
-	}
-}
-
 func TestCache(t *testing.T) {
 	f := newFake(t, nil)
 	path := filepath.Join(t.TempDir(), "sub", "cache.db")

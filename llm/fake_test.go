@@ -177,7 +177,7 @@ func testClient(t testing.TB, role string, cfg RoleConfig, cache *Cache) *Client
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.backoffBase, c.backoffCap = time.Millisecond, 5*time.Millisecond
+	c.retry.Policy.Base, c.retry.Policy.Cap = time.Millisecond, 5*time.Millisecond
 	return c
 }
 

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // MalformedKind names what was wrong with a reply the caller could not use
@@ -78,20 +76,17 @@ var errUnparsed = errors.New("the server could not parse the model's reply")
 // format"; older builds: "Failed to parse tool call").
 var unparsedPhrases = []string{"does not match the expected", "failed to parse tool call", "failed to parse input"}
 
-// serverUnparsed returns the server's message when err is a server
-// rejecting its model's output rather than the request or its own health.
-func serverUnparsed(err error) (string, bool) {
-	var api *openai.APIError
-	if !errors.As(err, &api) || api.HTTPStatusCode < 500 {
-		return "", false
-	}
-	msg := strings.ToLower(api.Message)
+// serverUnparsed reports whether msg, a server error's message, is the
+// server rejecting its model's output rather than the request or its own
+// health.
+func serverUnparsed(msg string) bool {
+	msg = strings.ToLower(msg)
 	for _, p := range unparsedPhrases {
 		if strings.Contains(msg, p) {
-			return api.Message, true
+			return true
 		}
 	}
-	return "", false
+	return false
 }
 
 func unparsedError(msg string) error { return fmt.Errorf("%w: %s", errUnparsed, msg) }

@@ -2,10 +2,12 @@ package llm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,21 +21,19 @@ import (
 // server can answer repeated samples of one prompt differently.
 const SampleHeader = "X-Ctxopt-Sample"
 
-// attemptKey keys the *attempt of one HTTP attempt in its request context.
+// attemptKey keys the *attempt of one call in its request context.
 type attemptKey struct{}
 
-// attempt carries what doer adds to one request, and what it saw of the
-// response: go-openai hides the status line and headers of failed calls,
-// and Retry-After is needed to pace the retry.
+// attempt carries what doer adds to the request of one call, and what the
+// answer's check needs to know.
 type attempt struct {
 	purpose string
 	sample  int
 	// fillContent asks for "content": "" on messages that go-openai sent
 	// without one (omitempty); most servers reject a message with no content.
 	fillContent bool
-
-	status     int
-	retryAfter string
+	// inputs is the number of texts an embedding request sends.
+	inputs int
 }
 
 // sharedTransport keeps enough idle connections per host for a full
@@ -47,16 +47,16 @@ var sharedTransport = func() *http.Transport {
 }()
 
 // doer is the HTTPDoer given to go-openai. It marks the role and sample,
-// restores sampling fields that go-openai's omitempty drops, and records
-// the response status for the retry loop.
+// and restores sampling fields that go-openai's omitempty drops; its
+// client retries.
 type doer struct {
 	client      *http.Client
 	temperature json.RawMessage
 	seed        json.RawMessage // nil when the role sets no seed
 }
 
-func newDoer(cfg RoleConfig) (*doer, error) {
-	d := &doer{client: &http.Client{Transport: sharedTransport}}
+func newDoer(cfg RoleConfig, rt http.RoundTripper) (*doer, error) {
+	d := &doer{client: &http.Client{Transport: rt}}
 	var err error
 	if d.temperature, err = json.Marshal(cfg.Temperature); err != nil {
 		return nil, fmt.Errorf("encode temperature: %w", err)
@@ -70,7 +70,7 @@ func newDoer(cfg RoleConfig) (*doer, error) {
 func (d *doer) Do(r *http.Request) (*http.Response, error) {
 	a, _ := r.Context().Value(attemptKey{}).(*attempt)
 	if a == nil {
-		return nil, errors.New("request sent outside the retry loop")
+		return nil, errors.New("request sent without its call's attempt")
 	}
 	r.Header.Set(RoleHeader, a.purpose)
 	if a.sample > 0 {
@@ -81,12 +81,7 @@ func (d *doer) Do(r *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("rewrite chat request: %w", err)
 		}
 	}
-	resp, err := d.client.Do(r)
-	if resp != nil {
-		a.status = resp.StatusCode
-		a.retryAfter = resp.Header.Get("Retry-After")
-	}
-	return resp, err
+	return d.client.Do(r)
 }
 
 // rewriteChat sets temperature (0 included) and seed in the JSON body,
@@ -193,4 +188,84 @@ func insert(body []byte, edits []insertion) []byte {
 		last = e.at
 	}
 	return append(out, body[last:]...)
+}
+
+// errMalformed marks a 2xx answer that cannot be used; servers under load
+// (and the simulator's fault injection) produce them, and a retry helps.
+var errMalformed = errors.New("malformed response")
+
+// checkAnswer is the Retrier's Check of the client: a 2xx answer must be
+// a usable reply, and a 5xx whose message says the server could not parse
+// its model's output is final (asked again, the model answers the same).
+func checkAnswer(r *http.Request, status int, body []byte) error {
+	if status >= 500 {
+		if msg := gjson.GetBytes(body, "error.message").String(); serverUnparsed(msg) {
+			return unparsedError(msg)
+		}
+		return nil
+	}
+	if status/100 != 2 {
+		return nil
+	}
+	if !gjson.ValidBytes(body) {
+		return fmt.Errorf("%w: not JSON", errMalformed)
+	}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		if ch := gjson.GetBytes(body, "choices"); !ch.IsArray() || len(ch.Array()) == 0 {
+			return fmt.Errorf("%w: no choices", errMalformed)
+		}
+	case strings.HasSuffix(r.URL.Path, "/embeddings"):
+		a := r.Context().Value(attemptKey{}).(*attempt) // the doer sends none without
+		data := gjson.GetBytes(body, "data").Array()
+		if len(data) != a.inputs {
+			return fmt.Errorf("%w: %d embeddings for %d inputs", errMalformed, len(data), a.inputs)
+		}
+		for _, d := range data {
+			if i := d.Get("index").Int(); i < 0 || i >= int64(a.inputs) {
+				return fmt.Errorf("%w: embedding index %d out of range", errMalformed, i)
+			}
+		}
+	}
+	return nil
+}
+
+// send runs fn, which makes one request of a, through the client's
+// Retrier, and returns the failed attempts it retried.
+func (c *Client) send(ctx context.Context, a *attempt, fn func(context.Context) error) (int, error) {
+	rctx, t := WithTry(context.WithValue(ctx, attemptKey{}, a))
+	err := fn(rctx)
+	retries := max(t.N-1, 0)
+	switch {
+	case err == nil:
+		return retries, nil
+	case ctx.Err() != nil:
+		// The caller gave up; the attempt's error is only a consequence.
+		return retries, fmt.Errorf("llm %s: %w", c.role, ctx.Err())
+	case errors.Is(t.Err, errUnparsed):
+		return retries, c.redact(t.Err)
+	case t.GaveUp:
+		return retries, c.redact(fmt.Errorf("llm %s: %w: %s after %d attempts, last %s: %w",
+			c.role, ErrUnavailable, c.host, t.N, describe(t.Status, t.TimedOut), err))
+	}
+	return retries, c.redact(fmt.Errorf("llm %s (%s): %w", c.role, c.host, err))
+}
+
+func describe(status int, timedOut bool) string {
+	switch {
+	case timedOut:
+		return "attempt timed out"
+	case status == 0:
+		return "no response"
+	default:
+		return "status " + strconv.Itoa(status)
+	}
+}
+
+// logAttempt is the Retrier's Log of the client.
+func (c *Client) logAttempt(r *http.Request, t Try, wait time.Duration) {
+	a := r.Context().Value(attemptKey{}).(*attempt)
+	slog.Debug("llm attempt", "role", c.role, "model", c.cfg.Model, "purpose", a.purpose,
+		"attempt", t.N, "status", t.Status, "timeout", t.TimedOut, "took", t.Took,
+		"err", c.redact(t.Err), "wait", wait, "exhausted", t.GaveUp)
 }
