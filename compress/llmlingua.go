@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,17 +43,16 @@ var linguaForce = []string{"\n", "?"}
 // maxLinguaCache bounds the compressed-text cache; when full it starts over.
 const maxLinguaCache = 1 << 16
 
+// maxLinguaAnswer bounds an answer of the service.
+const maxLinguaAnswer = 64 << 20
+
 // lingua compresses text with an LLMLingua-2 service, caching by content
 // so a turn is sent once per rollout set, not once per step.
 type lingua struct {
-	url     string
-	rate    float64
-	timeout time.Duration
-	retries int
-	http    *http.Client
-	tok     *llm.Tokenizer
-	// backoff is the first retry wait, doubled each time.
-	backoff time.Duration
+	url  string
+	rate float64
+	http *http.Client
+	tok  *llm.Tokenizer
 
 	mu    sync.Mutex
 	cache map[[32]byte]string
@@ -68,12 +66,13 @@ func newLingua(p LLMLinguaParams, d Deps) (*lingua, error) {
 		}
 		url = d.LinguaURL
 	}
-	hc := d.HTTP
-	if hc == nil {
-		hc = &http.Client{}
+	hc := &http.Client{}
+	if d.HTTP != nil {
+		*hc = *d.HTTP
 	}
-	return &lingua{url: url, rate: p.Rate, timeout: p.Timeout, retries: p.MaxRetries, http: hc, tok: d.Tokenizer,
-		backoff: 200 * time.Millisecond, cache: map[[32]byte]string{}}, nil
+	hc.Transport = &llm.Retrier{Policy: llm.RetryPolicy{MaxRetries: p.MaxRetries, Timeout: p.Timeout},
+		Next: hc.Transport, MaxBody: maxLinguaAnswer, Check: checkLingua}
+	return &lingua{url: url, rate: p.Rate, http: hc, tok: d.Tokenizer, cache: map[[32]byte]string{}}, nil
 }
 
 // compress returns text compressed at the configured rate; calls counts the
@@ -87,33 +86,17 @@ func (l *lingua) compress(ctx context.Context, text string) (out string, calls, 
 		return out, 0, 0, nil
 	}
 	body, _ := json.Marshal(LinguaRequest{Context: text, Rate: l.rate, TargetToken: -1, ForceTokens: linguaForce})
-	for n := 0; ; n++ {
-		var wait time.Duration
-		out, wait, err = l.attempt(ctx, body)
-		if err == nil {
-			break
-		}
-		var perm permanentError
-		if errors.As(err, &perm) {
-			return "", n + 1, n, fmt.Errorf("llmlingua %s: %w", l.url, err)
-		}
-		if ctx.Err() != nil {
-			return "", n + 1, n, ctx.Err()
-		}
-		if n >= l.retries {
-			return "", n + 1, n, fmt.Errorf("llmlingua: %w: %s after %d attempts: %w", llm.ErrUnavailable, l.url, n+1, err)
-		}
-		if wait == 0 {
-			wait = l.backoff << n
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "", n + 1, n, ctx.Err()
-		}
-		retries++
+	tctx, try := llm.WithTry(ctx)
+	out, err = l.post(tctx, body)
+	calls, retries = try.N, max(try.N-1, 0)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return "", calls, retries, ctx.Err()
+	case try.GaveUp:
+		return "", calls, retries, fmt.Errorf("llmlingua: %w: %s after %d attempts: %w", llm.ErrUnavailable, l.url, calls, err)
+	default:
+		return "", calls, retries, fmt.Errorf("llmlingua %s: %w", l.url, err)
 	}
 	l.mu.Lock()
 	if len(l.cache) >= maxLinguaCache {
@@ -121,46 +104,48 @@ func (l *lingua) compress(ctx context.Context, text string) (out string, calls, 
 	}
 	l.cache[key] = out
 	l.mu.Unlock()
-	return out, 1 + retries, retries, nil
+	return out, calls, retries, nil
 }
 
-// permanentError is an answer a retry would get again (4xx but 408/429, a
-// body that is not the documented shape).
-type permanentError struct{ error }
-
-// attempt makes one request; wait is the server's Retry-After.
-func (l *lingua) attempt(ctx context.Context, body []byte) (string, time.Duration, error) {
-	actx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, l.url, bytes.NewReader(body))
+// post makes the request, with its retries.
+func (l *lingua) post(ctx context.Context, body []byte) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, bytes.NewReader(body))
 	if err != nil {
-		return "", 0, permanentError{err}
+		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := l.http.Do(req)
 	if err != nil {
-		return "", 0, err
+		return "", err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	b, err := io.ReadAll(resp.Body) // buffered by the Retrier
 	if err != nil {
-		return "", 0, err
+		return "", err
 	}
-	switch s := resp.StatusCode; {
-	case s == http.StatusTooManyRequests || s == http.StatusRequestTimeout || s >= 500:
-		var wait time.Duration
-		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
-			wait = time.Duration(min(secs, 60)) * time.Second
-		}
-		return "", wait, fmt.Errorf("status %d", s)
-	case s != http.StatusOK:
-		return "", 0, permanentError{fmt.Errorf("status %d: %s", s, strings.TrimSpace(string(b[:min(len(b), 300)])))}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b[:min(len(b), 300)])))
 	}
+	lr, err := decodeLingua(b)
+	return lr.CompressedPrompt, err
+}
+
+// checkLingua is the retry policy's Check: a 2xx answer that is not an
+// LLMLingua response is garbled, and retried like any other.
+func checkLingua(_ *http.Request, status int, body []byte) error {
+	if status/100 != 2 {
+		return nil
+	}
+	_, err := decodeLingua(body)
+	return err
+}
+
+func decodeLingua(b []byte) (LinguaResponse, error) {
 	var lr LinguaResponse
 	if err := json.Unmarshal(b, &lr); err != nil {
-		return "", 0, permanentError{fmt.Errorf("answer is not an LLMLingua response: %w", err)}
+		return lr, fmt.Errorf("answer is not an LLMLingua response: %w", err)
 	}
-	return lr.CompressedPrompt, 0, nil
+	return lr, nil
 }
 
 // linguaHistory replaces every turn but the last by its LLMLingua-2

@@ -77,7 +77,7 @@ func TestLLMLinguaEndpointDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st.History.(*linguaHistory).l.backoff = time.Millisecond
+			st.History.(*linguaHistory).l.http.Transport.(*llm.Retrier).Policy.Cap = time.Millisecond
 			_, err = st.History.CompressHistory(context.Background(), fixtureInput())
 			if err == nil || errors.Is(err, llm.ErrUnavailable) != tc.unavailable {
 				t.Fatalf("err = %v, want unavailable=%v", err, tc.unavailable)
