@@ -1,11 +1,7 @@
 package pipeline
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -77,25 +73,4 @@ func (p *runner) distill(sum *RunSummary, final *stagedRollout) (*DatasetSummary
 	// A result taken from the stage store was saved by another run.
 	d.Dir = out
 	return d, nil
-}
-
-// fileHashes name each of dirs (the job's field) with the SHA-256 of its
-// file called name, so a directory whose file changed since is another
-// input.
-func fileHashes(field string, dirs []string, name string) ([]string, error) {
-	out := make([]string, len(dirs))
-	for i, dir := range dirs {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			return nil, invalid(fmt.Errorf("%s[%d]: %w", field, i, err))
-		}
-		h := sha256.New()
-		_, err = io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
-		}
-		out[i] = dir + " " + hex.EncodeToString(h.Sum(nil))
-	}
-	return out, nil
 }

@@ -48,3 +48,9 @@ func (p *runner) register(src string, rec guideline.Record) (compiled, error) {
 	}
 	return c, nil
 }
+
+// keep remembers t, compiled from src.
+func (p *runner) keep(src string, t *guideline.Template) {
+	p.tmpls[guideline.ID(p.kind, src)] = t
+	p.tmpls[t.ID()] = t
+}

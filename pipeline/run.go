@@ -131,12 +131,6 @@ type runner struct {
 	uses []report.Use
 }
 
-// keep remembers t, compiled from src.
-func (p *runner) keep(src string, t *guideline.Template) {
-	p.tmpls[guideline.ID(p.kind, src)] = t
-	p.tmpls[t.ID()] = t
-}
-
 // run is Algorithm 1 of ACON: roll the train split out without compression
 // and with the starting guideline, then for each round a UT step and a CO
 // step, then evaluate the selected guideline on the test split and distill
