@@ -5,17 +5,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
-	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
-	"github.com/ctxopt/ctxopt/rollout"
 )
+
+// FeedbackFile is where a step keeps its feedback records, in its stage's
+// directory.
+const FeedbackFile = "feedback.jsonl"
 
 // Statuses of a feedback record.
 const (
@@ -104,39 +104,4 @@ func WriteFeedback(path string, fs []Feedback) error {
 		return fmt.Errorf("feedback dir: %w", err)
 	}
 	return atomicfile.WriteFile(path, buf.Bytes(), 0o644)
-}
-
-// ReadFeedback reads a file written by WriteFeedback; a bad line is an
-// error naming the file and line.
-func ReadFeedback(path string) ([]Feedback, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open feedback: %w", err)
-	}
-	defer f.Close()
-	var out []Feedback
-	rd := jsonl.NewReader(f, path, rollout.RecordLimits)
-	for {
-		line, err := rd.NonBlank()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		n := rd.Line()
-		var fb Feedback
-		if err := json.Unmarshal(line, &fb); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		switch {
-		case fb.ID == "":
-			return nil, fmt.Errorf("%s:%d: field id is empty; the file was not written by ctxopt or was edited", path, n)
-		case fb.Step != StepUT && fb.Step != StepCO:
-			return nil, fmt.Errorf("%s:%d: field step is %q, want %q or %q", path, n, fb.Step, StepUT, StepCO)
-		case fb.Status != StatusOK && fb.Status != StatusRejected:
-			return nil, fmt.Errorf("%s:%d: field status is %q, want %q or %q", path, n, fb.Status, StatusOK, StatusRejected)
-		}
-		out = append(out, fb)
-	}
 }

@@ -4,16 +4,20 @@
 // answers as feedback records for the update prompts.
 package contrastive
 
-import "github.com/ctxopt/ctxopt/rollout"
+import (
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/rollout"
+)
 
 // DefaultStepRatio is the step inflation (compressed steps over baseline
 // steps) from which a run that still succeeded counts as a regression.
 const DefaultStepRatio = 1.5
 
-// Steps of the alternating optimization (ACON Algorithm 1).
+// Steps of the alternating optimization (ACON Algorithm 1), named by the
+// guidelines they produce.
 const (
-	StepUT = "ut" // utility: what the compressed context lost
-	StepCO = "co" // compression: what it carried that was never used
+	StepUT = guideline.StepUT // utility: what the compressed context lost
+	StepCO = guideline.StepCO // compression: what it carried that was never used
 )
 
 // Pair is one task run without and with compression. Baseline is nil for

@@ -1,6 +1,7 @@
 package contrastive
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -155,35 +156,23 @@ func TestFeedbackFile(t *testing.T) {
 	if err := WriteFeedback(path, fs); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadFeedback(path)
-	if err != nil {
-		t.Fatal(err)
+	b, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(b), "\n")
+	if len(lines) != 3 || lines[2] != "" {
+		t.Fatalf("%d lines, want 2 each ending in a newline", strings.Count(string(b), "\n"))
+	}
+	var got []Feedback
+	for _, l := range lines[:2] {
+		var f Feedback
+		if err := json.Unmarshal([]byte(l), &f); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f)
 	}
 	if !reflect.DeepEqual(got, fs) {
 		t.Errorf("round trip differs:\n%+v\n%+v", got, fs)
 	}
-	b, _ := os.ReadFile(path)
-	if n := strings.Count(string(b), "\n"); n != 2 {
-		t.Errorf("%d lines, want 2", n)
-	}
 	if strings.Contains(string(b), `\u0027`) || strings.Contains(string(b), `\u003c`) {
 		t.Error("HTML escaping in the records")
-	}
-
-	bad := []struct{ name, content, err string }{
-		{"not json", "{\"id\":\"a\",\"step\":\"ut\",\"status\":\"ok\"}\nnope\n", "bad.jsonl:2:"},
-		{"bad status", `{"id":"a","step":"ut","status":"maybe"}`, `bad.jsonl:1: field status is "maybe"`},
-		{"no id", `{"step":"co","status":"ok"}`, "bad.jsonl:1: field id is empty"},
-	}
-	for _, tc := range bad {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(dir, "bad.jsonl")
-			if err := os.WriteFile(p, []byte(tc.content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ReadFeedback(p); err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("err = %v, want %q", err, tc.err)
-			}
-		})
 	}
 }

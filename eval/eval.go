@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -340,17 +339,8 @@ func (r *Result) taskValues(cand, metric string) (means, sds []float64) {
 	}
 	for _, t := range r.Summary.Tasks {
 		xs := by[t]
-		m := Mean(xs)
-		var ss float64
-		for _, x := range xs {
-			ss += (x - m) * (x - m)
-		}
-		sd := 0.0
-		if len(xs) > 1 {
-			sd = math.Sqrt(ss / float64(len(xs)-1))
-		}
-		means = append(means, m)
-		sds = append(sds, sd)
+		means = append(means, Mean(xs))
+		sds = append(sds, SD(xs))
 	}
 	return means, sds
 }

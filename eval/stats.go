@@ -202,6 +202,18 @@ func Mean(xs []float64) float64 {
 	return Sum(xs) / float64(len(xs))
 }
 
+// SD returns the sample standard deviation of xs, 0 for fewer than two.
+func SD(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	m, ss := Mean(xs), 0.0
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	return math.Sqrt(ss / float64(len(xs)-1))
+}
+
 // jsonFloat encodes ±Inf (a ratio interval can be unbounded) as a string,
 // which JSON numbers cannot hold.
 type jsonFloat float64

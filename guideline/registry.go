@@ -72,9 +72,6 @@ type Registry struct {
 	dir string
 	mu  sync.Mutex
 	now func() time.Time
-	// validated counts, by content id, the sources Put validated, so a
-	// caller can check it compiles a guideline once.
-	validated map[string]int
 }
 
 // OpenRegistry opens the registry in dir, creating dir if needed.
@@ -82,7 +79,7 @@ func OpenRegistry(dir string) (*Registry, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open guideline registry: %w", err)
 	}
-	return &Registry{dir: dir, now: time.Now, validated: map[string]int{}}, nil
+	return &Registry{dir: dir, now: time.Now}, nil
 }
 
 // Dir returns the registry's directory.
@@ -100,9 +97,6 @@ func (r *Registry) Put(rec Record, src string) (Record, *Template, error) {
 		return Record{}, nil, err
 	}
 	t, rep := Validate(rec.Kind, src)
-	r.mu.Lock()
-	r.validated[rep.ID]++
-	r.mu.Unlock()
 	rec, err := r.put(rec, rep.ID, Validation{OK: rep.OK, Repairs: rep.Repairs, Problems: rep.Problems}, rep.Repaired)
 	if err != nil {
 		return Record{}, nil, err
@@ -136,14 +130,6 @@ func (r *Registry) Score(id string, scores map[string]float64) (Record, error) {
 		return Record{}, fmt.Errorf("score guideline %s: %w", rec.ID, err)
 	}
 	return rec, nil
-}
-
-// Validations returns how many times Put validated a source whose content
-// id is id: callers that keep compiled templates check it stays at one.
-func (r *Registry) Validations(id string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.validated[id]
 }
 
 // checkRecord checks rec's kind and step, defaulting an empty step of a

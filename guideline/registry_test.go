@@ -313,12 +313,6 @@ func TestRegistryPutTemplateAndScore(t *testing.T) {
 	if scored.Scores["ut_objective"] != 0.5 || scored.Parent != seed.ID || strings.Join(scored.FeedbackIDs, ",") != "fb-1" {
 		t.Errorf("scored: %+v", scored)
 	}
-	if n := reg.Validations(rec.ID); n != 0 {
-		t.Errorf("PutTemplate and Score validated %d times", n)
-	}
-	if n := reg.Validations(seed.ID); n != 1 {
-		t.Errorf("Put validated the seed %d times, want 1", n)
-	}
 	if _, err := reg.PutTemplate(Record{Kind: KindObservation}, tpl); err == nil {
 		t.Error("PutTemplate stored a history template as an observation guideline")
 	}

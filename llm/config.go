@@ -31,6 +31,12 @@ const (
 	RoleGenerator = "generator"
 )
 
+// Roles returns every role, in the order configurations, statistics and
+// tables list them.
+func Roles() []string {
+	return []string{RoleAgent, RoleCompressor, RoleOptimizer, RoleJudge, RoleEmbedder, RoleGenerator}
+}
+
 // RoleConfig configures the endpoint and sampling of one role (agent,
 // compressor, ...). The API key never appears here: KeyEnv names the
 // environment variable that holds it.

@@ -39,12 +39,6 @@ type EvalOptions struct {
 // guideline a run selected (EvalOptions.Run).
 const Selected = "selected"
 
-// SummaryFile is the summary `optimize run` writes into its directory.
-const SummaryFile = "summary.json"
-
-// JobFile is the resolved job `optimize run` writes into its directory.
-const JobFile = "job.yaml"
-
 // withRun resolves opt.Run: the run's registry, and its selected
 // guideline wherever a spec names Selected.
 func withRun(opt EvalOptions) (EvalOptions, error) {
@@ -72,7 +66,7 @@ func withRun(opt EvalOptions) (EvalOptions, error) {
 		}
 		specs[i].Guideline = sum.SelectedGuideline
 	}
-	opt.Specs, opt.Registry = specs, filepath.Join(opt.Run, "guidelines")
+	opt.Specs, opt.Registry = specs, filepath.Join(opt.Run, GuidelinesDir)
 	return opt, nil
 }
 
@@ -269,9 +263,3 @@ func loadGuideline(ref string, reg *guideline.Registry, only guideline.Kind) (*c
 	}
 	return promptOf(t), kind, nil
 }
-
-// evalDir is where `optimize run` keeps its final evaluation.
-func evalDir(runDir string) string { return filepath.Join(runDir, evalDirName) }
-
-// evalDirName is the run directory's evaluation folder.
-const evalDirName = "eval"

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/bytesize"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/yamlpos"
@@ -104,28 +106,27 @@ type Roles struct {
 	Generator llm.RoleConfig `yaml:"generator" json:"generator"`
 }
 
+// each calls f with every role's name and configuration, in llm.Roles'
+// order.
 func (r *Roles) each(f func(name string, c *llm.RoleConfig) error) error {
-	for _, x := range []struct {
-		name string
-		c    *llm.RoleConfig
-	}{{llm.RoleAgent, &r.Agent}, {llm.RoleCompressor, &r.Compressor}, {llm.RoleOptimizer, &r.Optimizer}, {llm.RoleJudge, &r.Judge}, {llm.RoleEmbedder, &r.Embedder}, {llm.RoleGenerator, &r.Generator}} {
-		if err := f(x.name, x.c); err != nil {
+	for _, name := range llm.Roles() {
+		if err := f(name, r.get(name)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// get returns the role named name.
+// get returns the role named name: the field whose YAML key it is (a test
+// checks every role has one).
 func (r *Roles) get(name string) *llm.RoleConfig {
-	var out *llm.RoleConfig
-	_ = r.each(func(n string, c *llm.RoleConfig) error {
-		if n == name {
-			out = c
+	v := reflect.ValueOf(r).Elem()
+	for i := range v.NumField() {
+		if key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ","); key == name {
+			return v.Field(i).Addr().Interface().(*llm.RoleConfig)
 		}
-		return nil
-	})
-	return out
+	}
+	return nil
 }
 
 // CompressionSpec says what is compressed and when (ACON 3.2, D.3).
@@ -183,12 +184,6 @@ type OptimizeSpec struct {
 	// candidate anyway (ACON's Algorithm 1).
 	Selection string `yaml:"selection" json:"selection"`
 }
-
-// Selection rules of a step (OptimizeSpec.Selection).
-const (
-	SelectKeepParent = "keep-parent"
-	SelectArgmax     = "argmax"
-)
 
 // Budget stops a job cleanly when reached; zero means unlimited.
 type Budget struct {
@@ -369,7 +364,7 @@ func (j *Job) applyDefaults() {
 		o.UTHoldout = 0.5
 	}
 	if o.Selection == "" {
-		o.Selection = SelectKeepParent
+		o.Selection = guideline.SelectKeepParent
 	}
 	if j.Distill.ValidationFraction == 0 {
 		j.Distill.ValidationFraction = 0.1
@@ -532,8 +527,8 @@ func (j *Job) problems() []fieldProblem {
 	notNegative("optimize.selection_tasks", float64(o.SelectionTasks))
 	fraction("optimize.co_holdout", o.COHoldout)
 	fraction("optimize.ut_holdout", o.UTHoldout)
-	if o.Selection != SelectKeepParent && o.Selection != SelectArgmax {
-		add("optimize.selection", "unknown rule %q; want %s or %s", o.Selection, SelectKeepParent, SelectArgmax)
+	if o.Selection != guideline.SelectKeepParent && o.Selection != guideline.SelectArgmax {
+		add("optimize.selection", "unknown rule %q; want %s or %s", o.Selection, guideline.SelectKeepParent, guideline.SelectArgmax)
 	}
 	notNegative("budget.llm_calls", float64(j.Budget.LLMCalls))
 	notNegative("budget.tokens", float64(j.Budget.Tokens))

@@ -43,7 +43,7 @@ func (rt *Runtime) agentUses(s *compress.Strategy, compressorURL string) []repor
 // embedded model answers it; synth's summaries name those called.
 func (rt *Runtime) SynthEmbedded() map[string]bool {
 	out := map[string]bool{}
-	for _, r := range []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleJudge, llm.RoleEmbedder, llm.RoleGenerator, llm.RoleOptimizer} {
+	for _, r := range llm.Roles() {
 		out[r] = rt.use(r).Embedded
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -120,5 +121,25 @@ func TestRoleNamesAreTheJobKeys(t *testing.T) {
 	want := []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleOptimizer, llm.RoleJudge, llm.RoleEmbedder, llm.RoleGenerator}
 	if !slices.Equal(names, want) {
 		t.Errorf("each names %v, want %v", names, want)
+	}
+}
+
+// Every role of llm.Roles is a field of a job's roles section under its
+// own name, and the section has no other.
+func TestRolesSectionNamesEveryRole(t *testing.T) {
+	var r Roles
+	seen := map[*llm.RoleConfig]bool{}
+	for _, name := range llm.Roles() {
+		c := r.get(name)
+		if c == nil || seen[c] {
+			t.Fatalf("role %s: field %p (a role without its own field)", name, c)
+		}
+		seen[c] = true
+	}
+	if n := reflect.TypeOf(r).NumField(); n != len(llm.Roles()) {
+		t.Errorf("the roles section has %d fields, llm.Roles %d roles", n, len(llm.Roles()))
+	}
+	if r.get("analyzer") != nil {
+		t.Error("a name that is no role found a field")
 	}
 }

@@ -76,7 +76,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("guideline ids: prompting %s start %s utco %s selected %s", sum.Prompting.GuidelineID, sum.StartingGuideline, sum.UTCO.GuidelineID, sum.SelectedGuideline)
 	}
 	// The registry holds the seed and every candidate with lineage.
-	reg, err := guideline.OpenRegistry(filepath.Join(dir, "guidelines"))
+	reg, err := guideline.OpenRegistry(filepath.Join(dir, GuidelinesDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,9 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil || lineage[0].ID != sum.StartingGuideline {
 		t.Fatalf("lineage of the selected guideline: %v %v", lineage, err)
 	}
-	for _, d := range []Decision{sum.Rounds[0].UT, sum.Rounds[0].CO} {
+	for _, d := range []guideline.Decision{sum.Rounds[0].UT, sum.Rounds[0].CO} {
 		// Selection tasks and feedback tasks are disjoint, on the records.
-		if len(d.Tasks) == 0 || len(d.FeedbackTasks) == 0 || d.Rule != SelectKeepParent {
+		if len(d.Tasks) == 0 || len(d.FeedbackTasks) == 0 || d.Rule != guideline.SelectKeepParent {
 			t.Errorf("%s: %d selection tasks, %d feedback tasks, rule %q", d.Step, len(d.Tasks), len(d.FeedbackTasks), d.Rule)
 		}
 		for _, id := range d.FeedbackTasks {

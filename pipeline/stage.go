@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -77,30 +78,8 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 	}
 	sum := sha256.Sum256(in)
 	hash := hex.EncodeToString(sum[:])
-	mpath := filepath.Join(dir, ManifestFile)
-	var old Manifest
-	if b, err := os.ReadFile(mpath); err == nil && json.Unmarshal(b, &old) == nil {
-		switch {
-		case old.InputsHash == hash && old.Status == statusDone:
-			v, err := s.loadFrom(dir)
-			if err == nil {
-				slog.Info("stage unchanged, skipped", "stage", s.name)
-				return v, nil
-			}
-			// A finished stage whose result cannot be read is run again.
-			slog.Warn("stage result unreadable, running it again", "stage", s.name, "err", err)
-		case old.InputsHash != hash:
-			// What the stage wrote outside its directory (the evaluation's
-			// rollouts) was made with the old inputs too.
-			slog.Info("stage inputs changed, starting over", "stage", s.name)
-			if err := s.clear(runDir, dir); err != nil {
-				return zero, fmt.Errorf("stage %s: %w", s.name, err)
-			}
-		default:
-			slog.Info("stage was cut off, resuming", "stage", s.name)
-		}
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return zero, fmt.Errorf("stage %s: %w", s.name, err)
+	if v, done, err := s.finished(runDir, dir, hash); err != nil || done {
+		return v, err
 	}
 	if e := s.store.lookup(s.name, hash); e != "" {
 		v, err := s.reuse(e, runDir, dir, hash, in)
@@ -113,9 +92,54 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 			return zero, fmt.Errorf("stage %s: %w", s.name, err)
 		}
 	}
+	return s.execute(meter, runDir, dir, hash, in)
+}
+
+// finished returns the saved result (done) when dir's manifest says the
+// stage finished with inputs hash. Otherwise it leaves dir ready to run:
+// cleared when the inputs changed, as it is when the stage was cut off.
+func (s stageSpec[T]) finished(runDir, dir, hash string) (v T, done bool, err error) {
+	var old Manifest
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, fmt.Errorf("stage %s: %w", s.name, err)
+	}
+	if json.Unmarshal(b, &old) != nil {
+		return v, false, nil
+	}
+	switch {
+	case old.InputsHash == hash && old.Status == statusDone:
+		v, err := s.loadFrom(dir)
+		if err == nil {
+			slog.Info("stage unchanged, skipped", "stage", s.name)
+			return v, true, nil
+		}
+		// A finished stage whose result cannot be read is run again.
+		slog.Warn("stage result unreadable, running it again", "stage", s.name, "err", err)
+	case old.InputsHash != hash:
+		// What the stage wrote outside its directory (the evaluation's
+		// rollouts) was made with the old inputs too.
+		slog.Info("stage inputs changed, starting over", "stage", s.name)
+		if err := s.clear(runDir, dir); err != nil {
+			return v, false, fmt.Errorf("stage %s: %w", s.name, err)
+		}
+	default:
+		slog.Info("stage was cut off, resuming", "stage", s.name)
+	}
+	return v, false, nil
+}
+
+// execute runs the stage in dir, recording in its manifest what it spent
+// and, once done, its counts; a finished stage is saved to the store.
+func (s stageSpec[T]) execute(meter *Meter, runDir, dir, hash string, in []byte) (T, error) {
+	var zero T
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return zero, fmt.Errorf("stage %s: %w", s.name, err)
 	}
+	mpath := filepath.Join(dir, ManifestFile)
 	m := Manifest{Stage: s.name, InputsHash: hash, Inputs: in, Status: statusRunning, Started: time.Now().UTC()}
 	if err := rollout.WriteJSON(mpath, m); err != nil {
 		return zero, err
@@ -190,4 +214,25 @@ func (s stageSpec[T]) loadFrom(dir string) (T, error) {
 		return v, fmt.Errorf("%s: %w", filepath.Join(dir, ResultFile), err)
 	}
 	return v, nil
+}
+
+// fileHashes name each of dirs (the job's field) with the SHA-256 of its
+// file called name, so a directory whose file changed since is another
+// input.
+func fileHashes(field string, dirs []string, name string) ([]string, error) {
+	out := make([]string, len(dirs))
+	for i, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			return nil, invalid(fmt.Errorf("%s[%d]: %w", field, i, err))
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
+		}
+		out[i] = dir + " " + hex.EncodeToString(h.Sum(nil))
+	}
+	return out, nil
 }

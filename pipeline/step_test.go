@@ -10,6 +10,8 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/contrastive"
+	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/llm"
 )
 
@@ -88,7 +90,7 @@ func TestAnalyseAndPropose(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	dec := Decision{Step: contrastive.StepUT, Parent: f.seed.rec.ID}
+	dec := guideline.Decision{Step: contrastive.StepUT, Parent: f.seed.rec.ID}
 	ok, err := p.analyse(1, contrastive.StepUT, dir, items, &dec)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +98,7 @@ func TestAnalyseAndPropose(t *testing.T) {
 	if len(ok) != len(items) || dec.Feedback != len(items) || dec.Rejected != 0 {
 		t.Fatalf("%d items gave %d usable feedback (%+v)", len(items), len(ok), dec)
 	}
-	fb, err := os.ReadFile(filepath.Join(dir, "feedback.jsonl"))
+	fb, err := os.ReadFile(filepath.Join(dir, contrastive.FeedbackFile))
 	if err != nil || strings.Count(string(fb), "\n") != len(items) {
 		t.Fatalf("feedback.jsonl: %d lines, %v", strings.Count(string(fb), "\n"), err)
 	}
@@ -115,36 +117,6 @@ func TestAnalyseAndPropose(t *testing.T) {
 		if err != nil || rec.Parent != f.seed.rec.ID || len(rec.FeedbackIDs) == 0 || cands[c.K].g == nil {
 			t.Errorf("candidate %d: %+v %v", c.K, rec, err)
 		}
-	}
-}
-
-func TestDecide(t *testing.T) {
-	sc := func(obj, tok float64) *Score { return &Score{Success: obj, Objective: obj, TotalTokens: tok} }
-	tests := []struct {
-		name   string
-		rule   string
-		parent Score
-		cands  []Candidate
-		chosen string
-		kept   bool
-	}{
-		{"best beats the parent", SelectKeepParent, *sc(0.5, 10), []Candidate{{K: 0, ID: "a", Score: sc(0.4, 1)}, {K: 1, ID: "b", Score: sc(0.75, 9)}}, "b", false},
-		{"none beats the parent: kept", SelectKeepParent, *sc(0.8, 10), []Candidate{{K: 0, ID: "a", Score: sc(0.4, 1)}, {K: 1, ID: "b", Score: sc(0.75, 9)}}, "p", true},
-		{"argmax takes the best anyway", SelectArgmax, *sc(0.8, 10), []Candidate{{K: 0, ID: "a", Score: sc(0.4, 1)}, {K: 1, ID: "b", Score: sc(0.75, 9)}}, "b", false},
-		{"ties go to fewer tokens", SelectKeepParent, *sc(0.5, 10), []Candidate{{K: 0, ID: "a", Score: sc(0.75, 8)}, {K: 1, ID: "b", Score: sc(0.75, 5)}}, "b", false},
-		{"no valid candidate", SelectArgmax, *sc(0.5, 10), []Candidate{{K: 0, Rejected: "broken"}}, "p", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dec := Decision{Step: "ut", Parent: "p", Rule: tt.rule, Parent0: tt.parent, Candidates: tt.cands}
-			decide(&dec)
-			if dec.Chosen != tt.chosen || dec.KeptParent != tt.kept || dec.Reason == "" {
-				t.Fatalf("chosen %s kept %v (%s), want %s kept %v", dec.Chosen, dec.KeptParent, dec.Reason, tt.chosen, tt.kept)
-			}
-			if n := slices.IndexFunc(tt.cands, func(c Candidate) bool { return c.Score != nil }); n >= 0 && (dec.Spread == nil || dec.Spread.N == 0) {
-				t.Errorf("no spread recorded: %+v", dec.Spread)
-			}
-		})
 	}
 }
 
@@ -180,14 +152,14 @@ func TestSeedsVary(t *testing.T) {
 		texts[strings.Join(ids, " ")] = true
 		samples[strings.Join(fbs, " ")] = true
 		s := dec.Parent0.Success
-		if i := slices.IndexFunc(dec.Candidates, func(c Candidate) bool { return c.ID == dec.Chosen }); i >= 0 {
+		if i := slices.IndexFunc(dec.Candidates, func(c guideline.Candidate) bool { return c.ID == dec.Chosen }); i >= 0 {
 			s = dec.Candidates[i].Score.Success
 		}
 		chosen = append(chosen, s)
 		t.Logf("seed %d: prompting %.3f, candidates success %.3f..%.3f (sd %.3f, n %d), chosen %.3f",
 			seed, dec.Parent0.Success, dec.Spread.SuccessMin, dec.Spread.SuccessMax, dec.Spread.SuccessSD, dec.Spread.N, s)
 	}
-	t.Logf("chosen success over three seeds: sd %.3f", stddev(chosen))
+	t.Logf("chosen success over three seeds: sd %.3f", eval.SD(chosen))
 	if len(samples) != 3 || len(texts) != 3 {
 		t.Errorf("three seeds gave %d distinct feedback samples and %d distinct candidate sets", len(samples), len(texts))
 	}

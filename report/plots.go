@@ -206,18 +206,7 @@ func stepStats(res *eval.Result, cand string) (mean, lo, hi []float64) {
 		}
 	}
 	for _, xs := range cols {
-		var s, ss float64
-		for _, x := range xs {
-			s += x
-		}
-		m := s / float64(len(xs))
-		for _, x := range xs {
-			ss += (x - m) * (x - m)
-		}
-		sd := 0.0
-		if len(xs) > 1 {
-			sd = math.Sqrt(ss / float64(len(xs)-1))
-		}
+		m, sd := eval.Mean(xs), eval.SD(xs)
 		mean, lo, hi = append(mean, m), append(lo, math.Max(0, m-sd)), append(hi, m+sd)
 	}
 	return mean, lo, hi

@@ -28,9 +28,10 @@ func guidelineCommand() *cli.Command {
 		Usage: "validate, inspect, compare and promote compression guidelines",
 		Subcommands: []*cli.Command{
 			{
-				Name:   "list",
-				Usage:  "list the guidelines of a registry, oldest first",
-				Flags:  registryFlags,
+				Name:  "list",
+				Usage: "list the guidelines of a registry, oldest first",
+				Flags: append(append([]cli.Flag{}, registryFlags...),
+					&cli.StringFlag{Name: "lineage", Usage: "list only the lineage of `ID`: the guidelines it descends from, from the seed down to it"}),
 				Action: guidelineList,
 			},
 			{
@@ -77,7 +78,7 @@ func openRegistryFlag(c *cli.Context) (*guideline.Registry, error) {
 	case dir != "" && run != "":
 		return nil, badInput(errors.New("give --registry or --run, not both"))
 	case run != "":
-		dir = filepath.Join(run, "guidelines")
+		dir = filepath.Join(run, pipeline.GuidelinesDir)
 	case dir == "":
 		return nil, badInput(errors.New("missing --registry DIR (or --run DIR)"))
 	}
@@ -166,8 +167,11 @@ func guidelineList(c *cli.Context) error {
 		return err
 	}
 	recs, err := reg.List()
+	if id := c.String("lineage"); id != "" {
+		recs, err = reg.Lineage(id)
+	}
 	if err != nil {
-		return err
+		return lookupError(err)
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tKIND\tSTEP\tROUND\tPARENT\tVALID\tPROMOTED\tSCORES\tCREATED\tSOURCE")

@@ -76,7 +76,7 @@ func rolloutCommand() *cli.Command {
 			// Unfinished tasks still leave a table: success is over all
 			// tasks, the unfinished ones in the infra column.
 			report.PrintTable(c.App.Writer, []report.Row{{Name: string(strategy), Summary: res.Summary}})
-			pipeline.PrintRoleStats(c.App.Writer, rt.RoleStats())
+			report.PrintRoleStats(c.App.Writer, rt.RoleStats())
 			return err
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/pipeline"
+	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/synth"
 )
 
@@ -108,7 +109,7 @@ func synthEvolve(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "export with the best teacher (%s):\n", filepath.Join(out, "run"))
 	synth.PrintRunSummary(c.App.Writer, rs)
-	pipeline.PrintRoleStats(c.App.Writer, rt.RoleStats())
+	report.PrintRoleStats(c.App.Writer, rt.RoleStats())
 	return nil
 }
 
@@ -147,7 +148,7 @@ func synthRun(c *cli.Context) error {
 		return synthError(err, c.String("out"))
 	}
 	synth.PrintRunSummary(c.App.Writer, sum)
-	pipeline.PrintRoleStats(c.App.Writer, rt.RoleStats())
+	report.PrintRoleStats(c.App.Writer, rt.RoleStats())
 	return nil
 }
 
@@ -234,7 +235,7 @@ func synthGenerate(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "workflows: %d generated (%d after a repair), %d rejected %v, by domain %v\n",
 		sum.Generated, sum.ThisRun.Repaired, sumValues(sum.Rejected), sum.Rejected, sum.ByDomain)
-	pipeline.PrintRoleStats(c.App.Writer, rt.RoleStats())
+	report.PrintRoleStats(c.App.Writer, rt.RoleStats())
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package pipeline
+package report
 
 import (
 	"fmt"
@@ -12,11 +12,10 @@ import (
 func PrintRoleStats(w io.Writer, roles map[string]llm.Stats) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "role\tcalls\tcache hits\tretries\tfailures\tmalformed\tprompt tok\tcompletion tok\t")
-	_ = (&Roles{}).each(func(name string, _ *llm.RoleConfig) error {
+	for _, name := range llm.Roles() {
 		if s, ok := roles[name]; ok {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", name, s.Calls, s.CacheHits, s.Retries, s.Failures, s.Malformed, s.PromptTokens, s.CompletionTokens)
 		}
-		return nil
-	})
+	}
 	tw.Flush()
 }

@@ -1,0 +1,121 @@
+package pipeline
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// rolloutDir is where a rollout stage keeps the rollout's own files.
+const rolloutDir = "rollout"
+
+// stagedRollout is a rollout of the run with its stage's inputs.
+type stagedRollout struct {
+	*rollout.Result
+	inputs rolloutInputs
+}
+
+// rolloutInputs are a rollout stage's inputs. The agent's fingerprint names
+// the environment's settings, the strategy with its parameters and
+// guidelines, the limits and the models; the tasks are named by content.
+type rolloutInputs struct {
+	Agent rollout.Fingerprint `json:"agent"`
+	Tasks string              `json:"tasks"`
+}
+
+// rolloutName names a rollout in the inputs of a stage that reads its
+// trajectories: what it was made from (its stage's inputs, so a change of
+// environment, strategy, model or task that leaves the outcomes alone
+// still changes the trajectories' name) and what happened in it.
+type rolloutName struct {
+	Inputs  rolloutInputs `json:"inputs"`
+	Outcome string        `json:"outcome"`
+}
+
+func (r *stagedRollout) name() rolloutName {
+	return rolloutName{Inputs: r.inputs, Outcome: outcomeHash(r.Result)}
+}
+
+// rollout runs tasks with a strategy as a stage, or reuses it.
+func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks []env.Task) (*stagedRollout, error) {
+	agent, err := p.newAgent(s, g)
+	if err != nil {
+		return nil, err
+	}
+	runner := p.rt.Runner(agent, name)
+	inputs := rolloutInputs{Agent: agent.Fingerprint(), Tasks: tasksHash(tasks)}
+	res, err := stage(p.dir, p.meter, stageSpec[*rollout.Result]{
+		name: name, inputs: inputs, store: p.store,
+		run: func(dir string) (*rollout.Result, map[string]float64, error) {
+			r, err := runner.RunDir(p.ctx, tasks, filepath.Join(dir, rolloutDir))
+			if err != nil {
+				return nil, nil, err
+			}
+			if n := r.Summary.InfraFailures; n > 0 {
+				// Not done: a re-run retries these tasks and keeps the rest.
+				return nil, nil, unfinished(n, len(tasks))
+			}
+			return r, map[string]float64{"tasks": float64(r.Summary.Tasks), "success_rate": r.Summary.SuccessRate}, nil
+		},
+		// The rollout's own files are its saved result: the runner reads a
+		// finished rollout back after checking its fingerprint and tasks.
+		load: func(dir string) (*rollout.Result, error) {
+			return runner.RunDir(p.ctx, tasks, filepath.Join(dir, rolloutDir))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &stagedRollout{Result: res, inputs: inputs}, nil
+}
+
+// newAgent returns a metered agent compressing the optimized kind with g
+// and the other kind with its fixed starting guideline.
+func (p *runner) newAgent(s compress.Name, g *compress.Prompt) (*rollout.Agent, error) {
+	hist, obs := g, p.other
+	if p.kind != guideline.KindHistory {
+		hist, obs = p.other, g
+	}
+	strategy, err := p.rt.Strategy(s, hist, obs, p.compressor, p.embedder)
+	if err != nil {
+		return nil, err
+	}
+	agent := p.rt.NewAgent(strategy)
+	agent.Model = p.agent
+	p.uses = append(p.uses, p.rt.agentUses(strategy, "")...)
+	return agent, nil
+}
+
+// tasksHash identifies tasks by content, so an edited dataset with the same
+// task ids does not reuse stale stages.
+func tasksHash(ts []env.Task) string {
+	b, _ := json.Marshal(ts)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+func taskIDs(ts []env.Task) []string {
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// outcomeHash identifies a rollout by what happened in it, not by how it
+// was obtained (cache hits, retries and resumes do not change it).
+func outcomeHash(r *rollout.Result) string {
+	h := sha256.New()
+	for _, t := range r.Outcomes {
+		m := t.Metrics
+		fmt.Fprintf(h, "%s %v %d %d %d %d\n", t.TaskID, t.Success, m.Steps, m.AgentInputTokens, m.CompressorOutputTokens, t.Events)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
