@@ -46,7 +46,7 @@ func (l *link) strategy(g *activeGuideline) (*compress.Strategy, error) {
 	} else {
 		d.Observation = p
 	}
-	s, err := compress.New(compress.Guideline, compress.Params{}, d)
+	s, err := compress.New(compress.Guideline, nil, d)
 	if err != nil {
 		return nil, fmt.Errorf("link %s: %w", l.name, err)
 	}
