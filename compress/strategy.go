@@ -152,7 +152,11 @@ func (s *summarizer) CompressHistory(ctx context.Context, in Input) (Output, err
 		window = planWindow(in.Plan, s.planK)
 		vars[VarPlan] = FormatPlan(window)
 	}
-	text, ev, err := callCompressor(ctx, s.llm, s.tok, KindHistory, s.name, in.Step, in.Sample, s.prompt, vars)
+	covered := in.Covered + last
+	valid := func(text string) error {
+		return CheckSummary(s.tok, in, Output{Summary: text, Covered: covered}, ContractOf(s.prompt))
+	}
+	text, ev, err := callCompressor(ctx, s.llm, KindHistory, s.name, in.Step, in.Sample, s.prompt, vars, valid)
 	if err != nil {
 		return Output{}, err
 	}
@@ -171,7 +175,7 @@ func (s *summarizer) CompressHistory(ctx context.Context, in Input) (Output, err
 	ev.Levels = map[string][]int{"summarized": summarized, "kept": {in.Step}}
 	msgs := make([]llm.Message, 0, 1+len(turns)-last)
 	msgs = append(append(msgs, tm), turns[last:]...)
-	return Output{Messages: msgs, Summary: summary, Covered: in.Covered + last, Event: ev}, nil
+	return Output{Messages: msgs, Summary: summary, Covered: covered, Event: ev}, nil
 }
 
 // guidelineObservation refines an observation longer than the threshold
@@ -201,7 +205,8 @@ func (o *guidelineObservation) CompressObservation(ctx context.Context, in Obser
 		window = planWindow(in.Plan, o.planK)
 		vars[VarPlan] = FormatPlan(window)
 	}
-	out, ev, err := callCompressor(ctx, o.llm, o.tok, KindObservation, o.name, in.Step, in.Sample, o.prompt, vars)
+	valid := func(text string) error { return CheckRefined(o.tok, in.Observation, RefinedObservation(text)) }
+	out, ev, err := callCompressor(ctx, o.llm, KindObservation, o.name, in.Step, in.Sample, o.prompt, vars, valid)
 	if err != nil {
 		return "", nil, err
 	}
@@ -211,8 +216,11 @@ func (o *guidelineObservation) CompressObservation(ctx context.Context, in Obser
 	return refined, ev, nil
 }
 
-// callCompressor renders the guideline and asks the compressor.
-func callCompressor(ctx context.Context, c Completer, tok *llm.Tokenizer, kind string, name Name, step, sample int, p *Prompt, vars map[string]string) (string, *Event, error) {
+// callCompressor renders the guideline and asks the compressor. An answer
+// valid rejects is reported as malformed and still returned: a rollout
+// measures the compressor as it is, and the agent living with a bad summary
+// is what contrastive mining learns from (serve, instead, falls back).
+func callCompressor(ctx context.Context, c Completer, kind string, name Name, step, sample int, p *Prompt, vars map[string]string, valid func(text string) error) (string, *Event, error) {
 	prompt, err := p.Template.Render(vars)
 	if err != nil {
 		return "", nil, fmt.Errorf("render %s guideline %s: %w", kind, p.ID, err)
@@ -223,9 +231,13 @@ func callCompressor(ctx context.Context, c Completer, tok *llm.Tokenizer, kind s
 	if err != nil {
 		return "", nil, fmt.Errorf("%s compression at step %d: %w", kind, step, err)
 	}
-	if strings.TrimSpace(resp.Message.Content) == "" {
-		llm.Report(c, llm.MalformedReply{Purpose: llm.PurposeCompressor, Kind: llm.MalformedEmptySummary,
-			Detail: fmt.Sprintf("%s compression at step %d (finish reason %q)", kind, step, resp.FinishReason),
+	if err := valid(resp.Message.Content); err != nil {
+		mk := llm.MalformedInvalidSummary
+		if strings.TrimSpace(resp.Message.Content) == "" {
+			mk = llm.MalformedEmptySummary
+		}
+		llm.Report(c, llm.MalformedReply{Purpose: llm.PurposeCompressor, Kind: mk,
+			Detail: fmt.Sprintf("%s compression at step %d (finish reason %q): %v", kind, step, resp.FinishReason, err),
 			Raw:    resp.Message.Content})
 	}
 	ev := &Event{
