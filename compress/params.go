@@ -51,22 +51,28 @@ type Params struct {
 	set map[Name]ModuleParams
 }
 
-// Of returns strategy name's parameters (its defaults unless the section
-// set them), or nil when it has none. The result is p's own: changing it
-// changes p.
-func (p *Params) Of(name Name) ModuleParams {
+// For returns strategy name's parameters: the section's, else its
+// defaults; nil when it has none. It does not change p.
+func (p Params) For(name Name) ModuleParams {
 	if v, ok := p.set[name]; ok {
 		return v
 	}
-	m, err := Lookup(string(name))
-	if err != nil || m.Params == nil {
-		return nil
+	if m, err := Lookup(string(name)); err == nil && m.Params != nil {
+		return m.Params()
 	}
-	if p.set == nil {
-		p.set = map[Name]ModuleParams{}
+	return nil
+}
+
+// Of is For, kept in p: changing the result changes p (for programs that
+// build a job rather than read one).
+func (p *Params) Of(name Name) ModuleParams {
+	v := p.For(name)
+	if _, ok := p.set[name]; !ok && v != nil {
+		if p.set == nil {
+			p.set = map[Name]ModuleParams{}
+		}
+		p.set[name] = v
 	}
-	v := m.Params()
-	p.set[name] = v
 	return v
 }
 
@@ -80,7 +86,7 @@ func (p Params) Validate() error {
 		}
 	}
 	for _, m := range Modules() {
-		if v := p.Of(m.Name); v != nil {
+		if v := p.For(m.Name); v != nil {
 			errs = append(errs, v.Validate())
 		}
 	}
@@ -92,7 +98,7 @@ func (p Params) Validate() error {
 // then each strategy's parameters under its key, in listing order. It is
 // built from the registry, so a registered strategy's key is a known field
 // and every other key stays an error for a strict decoder.
-func (p *Params) section(own reflect.Value) reflect.Value {
+func (p Params) section(own reflect.Value, params func(Name) ModuleParams) reflect.Value {
 	fields := []reflect.StructField{
 		{Name: "Own", Type: own.Type(), Tag: `yaml:",inline"`, Anonymous: true},
 		{Name: "Strategy", Type: reflect.TypeFor[string](), Tag: `yaml:"strategy"`},
@@ -104,13 +110,13 @@ func (p *Params) section(own reflect.Value) reflect.Value {
 		}
 		mods = append(mods, m)
 		tag := fmt.Sprintf(`yaml:%q`, m.Key)
-		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("M%d", len(mods)), Type: reflect.TypeOf(p.Of(m.Name)), Tag: reflect.StructTag(tag)})
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("M%d", len(mods)), Type: reflect.TypeOf(m.Params()), Tag: reflect.StructTag(tag)})
 	}
 	v := reflect.New(reflect.StructOf(fields)).Elem()
 	v.Field(0).Set(own)
 	v.Field(1).SetString(p.Strategy)
 	for i, m := range mods {
-		v.Field(2 + i).Set(reflect.ValueOf(p.Of(m.Name)))
+		v.Field(2 + i).Set(reflect.ValueOf(params(m.Name)))
 	}
 	return v
 }
@@ -122,7 +128,7 @@ func (p *Params) section(own reflect.Value) reflect.Value {
 // default and an explicit zero stays for Validate to judge.
 func (p *Params) Decode(unmarshal func(any) error, own any) error {
 	o := reflect.ValueOf(own).Elem()
-	sec := p.section(o)
+	sec := p.section(o, p.Of)
 	if err := unmarshal(sec.Addr().Interface()); err != nil {
 		return err
 	}
@@ -132,8 +138,8 @@ func (p *Params) Decode(unmarshal func(any) error, own any) error {
 }
 
 // Encode is the value to marshal for the section: own's fields, then p's.
-func (p *Params) Encode(own any) any {
-	return p.section(reflect.ValueOf(own)).Interface()
+func (p Params) Encode(own any) any {
+	return p.section(reflect.ValueOf(own), p.For).Interface()
 }
 
 // fingerprint is the canonical text of v.

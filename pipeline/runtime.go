@@ -333,7 +333,7 @@ func (rt *Runtime) Strategy(name compress.Name, hist, obs *compress.Prompt, comp
 			d.Observation = obs
 		}
 	}
-	s, err := compress.New(name, c.Of(name), d)
+	s, err := compress.New(name, c.For(name), d)
 	if err != nil {
 		return nil, invalid(err)
 	}

@@ -43,7 +43,7 @@ func SynthTeacher(file string) (*compress.Prompt, error) {
 // compression.plan_aware.k) compressing the history at every step, every
 // role metered by meter.
 func (rt *Runtime) SynthExecutor(teacher *compress.Prompt, meter *Meter) (*synth.Executor, error) {
-	s, err := compress.New(compress.PlanAware, rt.Job.Compression.Of(compress.PlanAware), compress.Deps{
+	s, err := compress.New(compress.PlanAware, rt.Job.Compression.For(compress.PlanAware), compress.Deps{
 		Compressor: meter.Wrap(rt.Compressor), Tokenizer: rt.Tokenizer,
 		History: teacher, HistoryThreshold: synthHistoryThreshold,
 	})
