@@ -27,7 +27,7 @@ func benchmarkPACEBuilder(b *testing.B, dims int) {
 	const chunks = 5000
 	tok := testTokenizer(b)
 	h := benchHistory(chunks)
-	s, err := New(PACE, Params{}, Deps{Tokenizer: tok, Compressor: &summaryFake{}, Embedder: &bowEmbedder{dims: dims}})
+	s, err := New(PACE, nil, Deps{Tokenizer: tok, Compressor: &summaryFake{}, Embedder: &bowEmbedder{dims: dims}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func BenchmarkPACEScore(b *testing.B) {
 				st.keys = appendUnit(st.keys, k)
 			}
 			q := normalize(tc.query)
-			c := &pace{p: Params{}.WithDefaults().PACE}
+			c := &pace{p: paceDefaults()}
 			cpu0, _ := cputime.Process()
 			for b.Loop() {
 				c.selectLevels(st, chunks, q, 0.5)

@@ -13,7 +13,7 @@ func TestStrategyCalls(t *testing.T) {
 	tests := []struct {
 		name                 Name
 		label                string // when name is not enough
-		params               Params
+		params               ModuleParams
 		compressor, embedder bool
 	}{
 		{name: None},
@@ -23,7 +23,7 @@ func TestStrategyCalls(t *testing.T) {
 		{name: PlanAware, compressor: true},
 		{name: LLMLingua},
 		{name: Retrieval, label: "retrieval bm25"},
-		{name: Retrieval, label: "retrieval embeddings", params: Params{Retrieval: RetrievalParams{Embeddings: true}}, embedder: true},
+		{name: Retrieval, label: "retrieval embeddings", params: &RetrievalParams{Keep: DefaultRetrievalKeep, Embeddings: true}, embedder: true},
 		{name: PACE, compressor: true, embedder: true},
 	}
 	for _, tt := range tests {

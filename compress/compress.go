@@ -28,58 +28,20 @@
 //
 // # Strategies
 //
-// New builds a strategy by Name from Params (the job's `compression:`
-// section) and Deps (the compressor model, the embedder, the tokenizer,
-// guidelines). Strategies are safe for concurrent use: per-conversation state
+// Each strategy registers itself in its file's init (Register): its name,
+// parameters type with defaults and Validate, capabilities, built-in prompts
+// and constructor. New builds a registered strategy by Name from its
+// parameters (Params holds them for the job's `compression:` section) and
+// Deps (the compressor model, the embedder, the tokenizer, guidelines). Strategies are safe for concurrent use: per-conversation state
 // travels in Input and Output, and what a strategy caches (chunk summaries,
 // embeddings, compressed turns) is keyed by content.
 package compress
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/ctxopt/ctxopt/llm"
 )
-
-// Name names a compression strategy.
-type Name string
-
-// The strategies (README, "Compression strategies").
-const (
-	None      Name = "none"
-	FIFO      Name = "fifo"
-	Prompting Name = "prompting"
-	Guideline Name = "guideline"
-	Retrieval Name = "retrieval"
-	LLMLingua Name = "llmlingua"
-	PACE      Name = "pace"
-	PlanAware Name = "plan-aware"
-)
-
-// Names lists every strategy, in the order of the comparison table.
-var Names = []Name{None, FIFO, Retrieval, LLMLingua, Prompting, Guideline, PACE, PlanAware}
-
-// UsesGuidelines tells the strategies that compress with guideline
-// templates.
-func (n Name) UsesGuidelines() bool {
-	return n == Prompting || n == Guideline || n == PlanAware
-}
-
-// ParseName checks a strategy name.
-func ParseName(s string) (Name, error) {
-	for _, n := range Names {
-		if string(n) == s {
-			return n, nil
-		}
-	}
-	want := make([]string, len(Names))
-	for i, n := range Names {
-		want[i] = string(n)
-	}
-	return "", fmt.Errorf("unknown strategy %q: want one of %s", s, strings.Join(want, ", "))
-}
 
 // What a compression event compressed (Event.Kind).
 const (

@@ -12,7 +12,7 @@ import (
 func TestFIFOKeepsExactlyTheLastKTurns(t *testing.T) {
 	for _, k := range []int{1, 2, 3, 6, 10} {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
-			s, err := New(FIFO, Params{FIFOKeep: k}, Deps{Tokenizer: testTokenizer(t)})
+			s, err := New(FIFO, &FIFOParams{Keep: k}, Deps{Tokenizer: testTokenizer(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

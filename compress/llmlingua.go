@@ -213,3 +213,61 @@ func (o *linguaObservation) CompressObservation(ctx context.Context, in Observat
 	}
 	return out, ev, nil
 }
+
+// LLMLingua compresses with an LLMLingua-2 service (ACON's baseline).
+const LLMLingua Name = "llmlingua"
+
+// LLMLinguaParams configure the LLMLingua-2 service (ACON D.3: keep 30%).
+type LLMLinguaParams struct {
+	// URL is the service's compress endpoint; EmbeddedURL is the embedded
+	// model's stand-in.
+	URL string `yaml:"url" json:"url"`
+	// Rate is the share of tokens kept.
+	Rate float64 `yaml:"rate" json:"rate"`
+	// Timeout bounds one attempt; MaxRetries retries transient failures.
+	Timeout    time.Duration `yaml:"timeout" json:"timeout"`
+	MaxRetries int           `yaml:"max_retries" json:"max_retries"`
+}
+
+// Defaults of the LLMLingua strategy.
+const (
+	DefaultLinguaRate    = 0.3
+	DefaultLinguaTimeout = 30 * time.Second
+	DefaultLinguaRetries = 3
+	// EmbeddedURL selects the embedded model's LLMLingua stand-in.
+	EmbeddedURL = "embedded"
+)
+
+func (p *LLMLinguaParams) Validate() error {
+	f := fieldErrors{prefix: Section + ".llmlingua"}
+	f.check(p.Rate > 0 && p.Rate <= 1, "rate", "%v is not a keep rate; want more than 0 and at most 1", p.Rate)
+	f.check(p.Timeout > 0, "timeout", "must be positive")
+	f.check(p.MaxRetries >= 0, "max_retries", "must not be negative")
+	if p.URL != EmbeddedURL {
+		f.check(isHTTPURL(p.URL), "url", "%q is not an http(s) URL; want the service's compress endpoint or %q", p.URL, EmbeddedURL)
+	}
+	return f.err()
+}
+
+func init() {
+	Register(Module{
+		Name: LLMLingua, Rank: 40, Doc: "token pruning by an LLMLingua-2 service (compression.llmlingua.url)",
+		Key: "llmlingua",
+		Params: func() ModuleParams {
+			return &LLMLinguaParams{URL: EmbeddedURL, Rate: DefaultLinguaRate, Timeout: DefaultLinguaTimeout, MaxRetries: DefaultLinguaRetries}
+		},
+		New: func(mp ModuleParams, d Deps) (*Strategy, error) {
+			p := *mp.(*LLMLinguaParams)
+			l, err := newLingua(p, d)
+			if err != nil {
+				return nil, err
+			}
+			return &Strategy{
+				History:     &linguaHistory{l: l, threshold: d.HistoryThreshold},
+				Observation: &linguaObservation{l: l, threshold: d.ObservationThreshold},
+				Params: fingerprint(map[string]any{"rate": p.Rate, "url": p.URL,
+					"history_threshold": d.HistoryThreshold, "observation_threshold": d.ObservationThreshold}),
+			}, nil
+		},
+	})
+}

@@ -16,7 +16,7 @@ import (
 
 func TestLLMLinguaWithTheStandIn(t *testing.T) {
 	_, s := simClient(t)
-	st, err := New(LLMLingua, Params{}, Deps{Tokenizer: testTokenizer(t), LinguaURL: s.LinguaURL(), HistoryThreshold: 100, ObservationThreshold: 20})
+	st, err := New(LLMLingua, nil, Deps{Tokenizer: testTokenizer(t), LinguaURL: s.LinguaURL(), HistoryThreshold: 100, ObservationThreshold: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestLLMLinguaEndpointDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hits.Store(0)
-			st, err := New(LLMLingua, Params{LLMLingua: LLMLinguaParams{URL: tc.url, MaxRetries: 2, Timeout: time.Second}}, Deps{Tokenizer: testTokenizer(t), HistoryThreshold: 10})
+			st, err := New(LLMLingua, &LLMLinguaParams{URL: tc.url, Rate: DefaultLinguaRate, MaxRetries: 2, Timeout: time.Second}, Deps{Tokenizer: testTokenizer(t), HistoryThreshold: 10})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,6 +41,84 @@ var levelNames = [...]string{LevelFull, LevelDetailed, LevelBrief, LevelPlacehol
 // GlimpseTool is PACE's tool: the agent asks for hidden chunks in full.
 const GlimpseTool = "glimpse"
 
+// PACE is PACE's context builder (multi-granularity chunks chosen by an
+// embedding attention scorer under pressure-adaptive thresholds).
+const PACE Name = "pace"
+
+// PACEParams are PACE's (section 3.3, appendix C).
+type PACEParams struct {
+	// Alpha, Beta, Gamma are the base thresholds on relative weights.
+	Alpha float64 `yaml:"alpha" json:"alpha"`
+	Beta  float64 `yaml:"beta" json:"beta"`
+	Gamma float64 `yaml:"gamma" json:"gamma"`
+	// Lambda is the adaptation rate of the thresholds to pressure.
+	Lambda float64 `yaml:"lambda" json:"lambda"`
+	// Tau is the softmax temperature.
+	Tau float64 `yaml:"tau" json:"tau"`
+	// Recent is N, the last chunks kept in full and used as the query.
+	Recent int `yaml:"recent" json:"recent"`
+	// MaxSteps is T_max (0: the episode's step limit); Budget is B_max in
+	// tokens (0: the agent's context window, else DefaultPACEBudget).
+	MaxSteps int `yaml:"max_steps" json:"max_steps"`
+	Budget   int `yaml:"budget" json:"budget"`
+	// Glimpse offers the glimpse tool; GlimpseMax chunks per call.
+	Glimpse    bool `yaml:"glimpse" json:"glimpse"`
+	GlimpseMax int  `yaml:"glimpse_max" json:"glimpse_max"`
+	// MaxInput is L_max, the characters of a chunk or query embedded.
+	MaxInput int `yaml:"max_input" json:"max_input"`
+}
+
+// Defaults of PACE (appendix C).
+const (
+	DefaultPACEAlpha      = 0.4
+	DefaultPACEBeta       = 0.8
+	DefaultPACEGamma      = 1.5
+	DefaultPACELambda     = 0.5
+	DefaultPACETau        = 0.3
+	DefaultPACERecent     = 2
+	DefaultPACEBudget     = 128000
+	DefaultPACEGlimpseMax = 3
+	DefaultPACEMaxInput   = 8192
+)
+
+func defaultPACE() ModuleParams {
+	return &PACEParams{Alpha: DefaultPACEAlpha, Beta: DefaultPACEBeta, Gamma: DefaultPACEGamma, Lambda: DefaultPACELambda,
+		Tau: DefaultPACETau, Recent: DefaultPACERecent, Glimpse: true, GlimpseMax: DefaultPACEGlimpseMax, MaxInput: DefaultPACEMaxInput}
+}
+
+func (p *PACEParams) Validate() error {
+	f := fieldErrors{prefix: Section + ".pace"}
+	f.check(p.Alpha > 0 && p.Alpha < p.Beta && p.Beta < p.Gamma, "", "thresholds must satisfy 0 < alpha < beta < gamma, got alpha=%v beta=%v gamma=%v", p.Alpha, p.Beta, p.Gamma)
+	f.check(p.Lambda >= 0, "lambda", "must not be negative")
+	f.check(p.Tau > 0, "tau", "must be positive")
+	f.check(p.Recent > 0, "recent", "must be positive")
+	f.check(p.MaxSteps >= 0, "max_steps", "must not be negative")
+	f.check(p.Budget >= 0, "budget", "must not be negative")
+	f.check(p.GlimpseMax > 0, "glimpse_max", "must be positive")
+	f.check(p.MaxInput > 0, "max_input", "must be positive")
+	return f.err()
+}
+
+func init() {
+	Register(Module{
+		Name: PACE, Rank: 70, Doc: "multi-granularity chunks chosen by embedding attention under pressure (PACE)",
+		Caps: Caps{Compressor: true, Embedder: true},
+		Key:  "pace", Params: defaultPACE,
+		New: func(mp ModuleParams, d Deps) (*Strategy, error) {
+			p := *mp.(*PACEParams)
+			c, err := newPACE(p, d)
+			if err != nil {
+				return nil, err
+			}
+			s := &Strategy{History: c, CallsCompressor: true, CallsEmbedder: true, Params: fingerprint(p)}
+			if p.Glimpse {
+				s.Tools = c
+			}
+			return s, nil
+		},
+	})
+}
+
 // pace is PACE's context builder (section 3): every turn is a chunk with
 // four representations; an embedding scorer predicts each older chunk's
 // relevance to the next step, and pressure-adaptive thresholds choose the
@@ -113,22 +191,6 @@ func newPACE(p PACEParams, d Deps) (*pace, error) {
 	return &pace{p: p, tok: d.Tokenizer, llm: d.Compressor, emb: d.Embedder, sums: map[string]paceSummary{}, headerTok: d.Tokenizer.Count(paceHeader)}, nil
 }
 
-// Weights returns the relative weights w̃_i = M·softmax(s/τ)_i of eq. 5 for
-// cosine scores s.
-func Weights(scores []float64, tau float64) []float64 {
-	out := append([]float64(nil), scores...)
-	relativeWeights(out, maxOf(out), tau)
-	return out
-}
-
-func maxOf(s []float64) float64 {
-	hi := math.Inf(-1)
-	for _, x := range s {
-		hi = max(hi, x)
-	}
-	return hi
-}
-
 // relativeWeights turns cosine scores s, whose maximum is hi, into M·w_i in
 // place (eq. 5, shifted by hi: the same softmax without overflow).
 func relativeWeights(s []float64, hi, tau float64) {
@@ -165,7 +227,7 @@ func (p PACEParams) Select(w, pressure float64) string {
 type thresholds struct{ alpha, beta, gamma float64 }
 
 func (p PACEParams) thresholds(pressure float64) thresholds {
-	f := 1 + *p.Lambda*pressure
+	f := 1 + p.Lambda*pressure
 	return thresholds{p.Alpha * f, p.Beta * f, p.Gamma * f}
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 func TestPACESelectFollowsEquation7(t *testing.T) {
-	p := Params{}.WithDefaults().PACE // (0.4, 0.8, 1.5), λ = 0.5
+	p := paceDefaults() // (0.4, 0.8, 1.5), λ = 0.5
 	tests := []struct {
 		w, pressure float64
 		want        string
@@ -55,7 +55,8 @@ func TestPACERaisingLambdaCoarsens(t *testing.T) {
 	for _, pressure := range []float64{0.2, 0.6, 1} {
 		var prev []string
 		for _, lambda := range []float64{0, 0.25, 0.5, 1, 2} {
-			p := Params{PACE: PACEParams{Lambda: &lambda}}.WithDefaults().PACE
+			p := paceDefaults()
+			p.Lambda = lambda
 			var cur []string
 			for i, w := range ws {
 				lv := p.Select(w, pressure)
@@ -67,8 +68,8 @@ func TestPACERaisingLambdaCoarsens(t *testing.T) {
 			prev = cur
 		}
 		// From λ=0 to λ=2 at least one chunk moved.
-		l0 := 0.0
-		p0 := Params{PACE: PACEParams{Lambda: &l0}}.WithDefaults().PACE
+		p0 := paceDefaults()
+		p0.Lambda = 0
 		moved := 0
 		for i, w := range ws {
 			if p0.Select(w, pressure) != prev[i] {
@@ -82,7 +83,7 @@ func TestPACERaisingLambdaCoarsens(t *testing.T) {
 }
 
 func TestPACEWeightsAndPressure(t *testing.T) {
-	w := Weights([]float64{0.9, 0.5, 0.5, 0.1}, 0.3)
+	w := weights([]float64{0.9, 0.5, 0.5, 0.1}, 0.3)
 	sum := 0.0
 	for _, x := range w {
 		sum += x
@@ -151,7 +152,7 @@ func (f *summaryFake) Complete(_ context.Context, req llm.Request) (llm.Response
 
 func TestPACEBuildsTheContext(t *testing.T) {
 	emb, sum := &bowEmbedder{}, &summaryFake{}
-	s, err := New(PACE, Params{}, Deps{Tokenizer: testTokenizer(t), Compressor: sum, Embedder: emb})
+	s, err := New(PACE, nil, Deps{Tokenizer: testTokenizer(t), Compressor: sum, Embedder: emb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestPACEBuildsTheContext(t *testing.T) {
 }
 
 func TestPACEGlimpse(t *testing.T) {
-	s, err := New(PACE, Params{}, Deps{Tokenizer: testTokenizer(t), Compressor: &summaryFake{}, Embedder: &bowEmbedder{}})
+	s, err := New(PACE, nil, Deps{Tokenizer: testTokenizer(t), Compressor: &summaryFake{}, Embedder: &bowEmbedder{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +221,9 @@ func TestPACEGlimpse(t *testing.T) {
 	if again != first {
 		t.Fatalf("glimpse of glimpse chunk %d = %q, want chunk 1 alone: %q", n+1, again, first)
 	}
-	off := false
-	s, err = New(PACE, Params{PACE: PACEParams{Glimpse: &off}}, Deps{Tokenizer: testTokenizer(t), Compressor: &summaryFake{}, Embedder: &bowEmbedder{}})
+	off := paceDefaults()
+	off.Glimpse = false
+	s, err = New(PACE, &off, Deps{Tokenizer: testTokenizer(t), Compressor: &summaryFake{}, Embedder: &bowEmbedder{}})
 	if err != nil || s.Tools != nil {
 		t.Fatalf("glimpse disabled: tools %v, err %v", s.Tools, err)
 	}
@@ -255,7 +257,7 @@ func TestSortHigh32IsStableByWeight(t *testing.T) {
 // in float64.
 func TestPACEFloat32ScoringChoosesAsFloat64(t *testing.T) {
 	const scoreTol = 1e-6
-	p := Params{}.WithDefaults().PACE
+	p := paceDefaults()
 	c := &pace{p: p}
 	tests := []scoringCase{
 		randomScoringCase(5000, 1024),
@@ -271,7 +273,7 @@ func TestPACEFloat32ScoringChoosesAsFloat64(t *testing.T) {
 				st.keys = appendUnit(st.keys, k)
 				cos[i] = cosine64(k, tc.query)
 			}
-			w64 := Weights(cos, p.Tau)
+			w64 := weights(cos, p.Tau)
 			ties := map[float64][]int{} // the chunks of each float64 weight
 			for i, w := range w64 {
 				ties[w] = append(ties[w], i)
@@ -404,4 +406,15 @@ func cosine64(a, b []float32) float64 {
 		return 0
 	}
 	return ab / math.Sqrt(aa*bb)
+}
+
+// paceDefaults are PACE's registered defaults.
+func paceDefaults() PACEParams { return *defaultPACE().(*PACEParams) }
+
+// weights returns the relative weights w̃_i = M·softmax(s/τ)_i of eq. 5 for
+// cosine scores s.
+func weights(scores []float64, tau float64) []float64 {
+	out := append([]float64(nil), scores...)
+	relativeWeights(out, slices.Max(out), tau)
+	return out
 }

@@ -63,7 +63,7 @@ func TestPlanAwareKeepsWhatThePlanNeeds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := tc.k
-			s, err := New(PlanAware, Params{PlanAware: PlanAwareParams{K: &k}}, Deps{
+			s, err := New(PlanAware, &PlanAwareParams{K: k}, Deps{
 				Tokenizer: testTokenizer(t), Compressor: client,
 				History: &Prompt{ID: "builtin-plan-aware", Template: builtinPrompt("history_plan_aware.tmpl")}, HistoryThreshold: 100,
 			})

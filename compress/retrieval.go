@@ -11,6 +11,52 @@ import (
 	"github.com/ctxopt/ctxopt/llm"
 )
 
+// Retrieval keeps the task, the last turn and the past turns most relevant
+// to the current step (ACON's Retrieval baseline).
+const Retrieval Name = "retrieval"
+
+// DefaultRetrievalKeep is ACON D.3's: 4 turns and the last.
+const DefaultRetrievalKeep = 4
+
+// RetrievalParams configure retrieval (ACON D.3: 4 turns and the last).
+type RetrievalParams struct {
+	// Keep is how many past turns are retrieved besides the last one.
+	Keep int `yaml:"keep" json:"keep"`
+	// Budget caps the tokens of the retrieved turns (0: no cap beyond Keep).
+	Budget int `yaml:"budget" json:"budget"`
+	// Embeddings scores turns by the embedder role's cosine instead of BM25.
+	Embeddings bool `yaml:"embeddings" json:"embeddings"`
+}
+
+func (p *RetrievalParams) Validate() error {
+	f := fieldErrors{prefix: Section + ".retrieval"}
+	f.check(p.Keep > 0, "keep", "must be positive")
+	f.check(p.Budget >= 0, "budget", "must not be negative")
+	return f.err()
+}
+
+func init() {
+	Register(Module{
+		Name: Retrieval, Rank: 30, Doc: "the task, the last turn and the past turns most relevant to it (BM25 or embeddings)",
+		Caps: Caps{Embedder: true},
+		Key:  "retrieval", Params: func() ModuleParams { return &RetrievalParams{Keep: DefaultRetrievalKeep} },
+		New: newRetrieval,
+	})
+}
+
+func newRetrieval(mp ModuleParams, d Deps) (*Strategy, error) {
+	p := *mp.(*RetrievalParams)
+	r := &retrieval{p: p, tok: d.Tokenizer}
+	s := &Strategy{History: r, Params: fingerprint(p)}
+	if p.Embeddings {
+		if d.Embedder == nil {
+			return nil, fmt.Errorf("strategy retrieval: compression.retrieval.embeddings needs an embedder (roles.%s)", llm.RoleEmbedder)
+		}
+		r.emb, s.CallsEmbedder = d.Embedder, true
+	}
+	return s, nil
+}
+
 // retrieval keeps the task, the last turn and the past turns most relevant
 // to the current step (ACON's Retrieval baseline: 4 turns and the last),
 // ranked by BM25 over the turns, or by the embedder's cosine.

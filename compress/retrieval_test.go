@@ -32,7 +32,7 @@ func TestRetrievalKeepsTheTurnWithTheAnswer(t *testing.T) {
 		{"budget", RetrievalParams{Keep: 4, Budget: 90}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(Retrieval, Params{Retrieval: tc.params}, Deps{Tokenizer: testTokenizer(t), Embedder: tc.emb})
+			s, err := New(Retrieval, &tc.params, Deps{Tokenizer: testTokenizer(t), Embedder: tc.emb})
 			if err != nil {
 				t.Fatal(err)
 			}

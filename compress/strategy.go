@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -43,17 +44,31 @@ type Deps struct {
 	HistoryThreshold, ObservationThreshold int
 }
 
-// Defaults of ACON D.3.
+// Defaults of ACON D.3: the thresholds in tokens above which history and
+// observation are compressed. The job file and serve take them from here.
 const (
 	DefaultHistoryThreshold     = 4096
 	DefaultObservationThreshold = 1024
 )
 
-// New builds strategy name from p (defaults applied) and d.
-func New(name Name, p Params, d Deps) (*Strategy, error) {
-	p = p.WithDefaults()
-	if err := p.Validate(); err != nil {
+// New builds strategy name from its parameters p (nil: its defaults;
+// else of the type its Module.Params returns) and d.
+func New(name Name, p ModuleParams, d Deps) (*Strategy, error) {
+	m, err := Lookup(string(name))
+	if err != nil {
 		return nil, err
+	}
+	if m.Params != nil {
+		want := m.Params()
+		if p == nil {
+			p = want
+		}
+		if reflect.TypeOf(p) != reflect.TypeOf(want) {
+			return nil, fmt.Errorf("strategy %s: parameters of type %T, want %T", name, p, want)
+		}
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	if d.Tokenizer == nil {
 		return nil, fmt.Errorf("strategy %s: no tokenizer", name)
@@ -64,119 +79,42 @@ func New(name Name, p Params, d Deps) (*Strategy, error) {
 	if d.ObservationThreshold <= 0 {
 		d.ObservationThreshold = DefaultObservationThreshold
 	}
-	s := &Strategy{Name: name}
-	needs := func(what string, ok bool) error {
-		if !ok {
-			return fmt.Errorf("strategy %s needs %s", name, what)
-		}
-		return nil
+	s, err := m.New(p, d)
+	if err != nil {
+		return nil, err
 	}
-	guidelines := func() error {
-		if d.History == nil && d.Observation == nil {
-			return fmt.Errorf("strategy %s compresses nothing: enable compression.history or compression.observation", name)
-		}
-		if err := needs("a compressor model", d.Compressor != nil); err != nil {
-			return err
-		}
-		s.CallsCompressor = true
-		if m, ok := d.Compressor.(modeled); ok {
-			s.CompressorModel = m.Model()
-		}
-		if d.History != nil {
-			s.HistoryGuidelineID = d.History.ID
-		}
-		if d.Observation != nil {
-			s.ObservationGuidelineID = d.Observation.ID
-			s.Observation = &guidelineObservation{name: name, prompt: d.Observation, threshold: d.ObservationThreshold, tok: d.Tokenizer, llm: d.Compressor}
-		}
-		return nil
-	}
-	switch name {
-	case None:
-	case FIFO:
-		s.History = fifo{keep: p.FIFOKeep}
-		s.Params = fingerprint(map[string]int{"fifo_keep": p.FIFOKeep})
-	case Prompting, Guideline:
-		if err := guidelines(); err != nil {
-			return nil, err
-		}
-		if d.History != nil {
-			s.History = &summarizer{name: name, prompt: d.History, threshold: d.HistoryThreshold, tok: d.Tokenizer, llm: d.Compressor, planK: -1}
-		}
-		s.Params = fingerprint(map[string]int{"history_threshold": d.HistoryThreshold, "observation_threshold": d.ObservationThreshold})
-	case PlanAware:
-		if err := guidelines(); err != nil {
-			return nil, err
-		}
-		k := *p.PlanAware.K
-		if d.History != nil {
-			s.History = &summarizer{name: name, prompt: d.History, threshold: d.HistoryThreshold, tok: d.Tokenizer, llm: d.Compressor, planK: k}
-		}
-		if o, ok := s.Observation.(*guidelineObservation); ok {
-			o.planK = k
-		}
-		s.Params = fingerprint(map[string]int{"history_threshold": d.HistoryThreshold, "observation_threshold": d.ObservationThreshold, "k": k})
-	case LLMLingua:
-		l, err := newLingua(p.LLMLingua, d)
-		if err != nil {
-			return nil, err
-		}
-		s.History = &linguaHistory{l: l, threshold: d.HistoryThreshold}
-		s.Observation = &linguaObservation{l: l, threshold: d.ObservationThreshold}
-		s.Params = fingerprint(map[string]any{"rate": p.LLMLingua.Rate, "url": p.LLMLingua.URL,
-			"history_threshold": d.HistoryThreshold, "observation_threshold": d.ObservationThreshold})
-	case Retrieval:
-		r := &retrieval{p: p.Retrieval, tok: d.Tokenizer}
-		if p.Retrieval.Embeddings {
-			if d.Embedder == nil {
-				return nil, fmt.Errorf("strategy retrieval: compression.retrieval.embeddings needs an embedder (roles.%s)", llm.RoleEmbedder)
-			}
-			r.emb = d.Embedder
-			s.CallsEmbedder = true
-		}
-		s.History = r
-		s.Params = fingerprint(p.Retrieval)
-	case PACE:
-		c, err := newPACE(p.PACE, d)
-		if err != nil {
-			return nil, err
-		}
-		s.History = c
-		s.CallsCompressor, s.CallsEmbedder = true, true
-		if *p.PACE.Glimpse {
-			s.Tools = c
-		}
-		if m, ok := d.Compressor.(modeled); ok {
-			s.CompressorModel = m.Model()
-		}
-		s.Params = fingerprint(p.PACE)
-	default:
-		return nil, fmt.Errorf("strategy %s: not built here", name)
+	s.Name = name
+	if c, ok := d.Compressor.(modeled); ok && m.Caps.Compressor {
+		s.CompressorModel = c.Model()
 	}
 	return s, nil
 }
 
-// fifo keeps the task and the last keep turns (ACON's FIFO baseline).
-type fifo struct{ keep int }
-
-var _ History = fifo{}
-
-func (f fifo) CompressHistory(_ context.Context, in Input) (Output, error) {
-	cut := lastTurnsStart(in.History, f.keep)
-	if cut <= in.Covered {
-		return Unchanged(Input{Task: in.Task, History: in.History, Covered: in.Covered})
+// guidelineStrategy builds a strategy that compresses with d's guidelines
+// (prompting, guideline, plan-aware): planK >= 0 shows the compressor the
+// plan's next planK steps (PAACE eq. 2), -1 no plan.
+func guidelineStrategy(name Name, d Deps, planK int) (*Strategy, error) {
+	if d.History == nil && d.Observation == nil {
+		return nil, fmt.Errorf("strategy %s compresses nothing: enable compression.history or compression.observation", name)
 	}
-	out := Output{Messages: withTask(in.Task, nil, in.History[cut:]), Covered: cut}
-	first := in.stepAt(in.Covered)
-	dropped := make([]int, 0, len(turnStarts(in.History[in.Covered:cut])))
-	for i := range cap(dropped) {
-		dropped = append(dropped, first+i)
+	if d.Compressor == nil {
+		return nil, fmt.Errorf("strategy %s needs a compressor model", name)
 	}
-	out.Event = &Event{
-		Kind: KindHistory, Step: in.Step, Strategy: FIFO,
-		Levels: map[string][]int{"dropped": dropped},
+	s := &Strategy{CallsCompressor: true}
+	if d.History != nil {
+		s.HistoryGuidelineID = d.History.ID
+		s.History = &summarizer{name: name, prompt: d.History, threshold: d.HistoryThreshold, tok: d.Tokenizer, llm: d.Compressor, planK: planK}
 	}
-	return out, nil
+	if d.Observation != nil {
+		s.ObservationGuidelineID = d.Observation.ID
+		s.Observation = &guidelineObservation{name: name, prompt: d.Observation, threshold: d.ObservationThreshold, tok: d.Tokenizer, llm: d.Compressor, planK: planK}
+	}
+	params := map[string]int{"history_threshold": d.HistoryThreshold, "observation_threshold": d.ObservationThreshold}
+	if planK >= 0 {
+		params["k"] = planK
+	}
+	s.Params = fingerprint(params)
+	return s, nil
 }
 
 // stepAt is the step number of the turn opening at History[i]: History
@@ -214,7 +152,11 @@ func (s *summarizer) CompressHistory(ctx context.Context, in Input) (Output, err
 		window = planWindow(in.Plan, s.planK)
 		vars[VarPlan] = FormatPlan(window)
 	}
-	text, ev, err := callCompressor(ctx, s.llm, s.tok, KindHistory, s.name, in.Step, in.Sample, s.prompt, vars)
+	covered := in.Covered + last
+	valid := func(text string) error {
+		return CheckSummary(s.tok, in, Output{Summary: text, Covered: covered}, ContractOf(s.prompt))
+	}
+	text, ev, err := callCompressor(ctx, s.llm, KindHistory, s.name, in.Step, in.Sample, s.prompt, vars, valid)
 	if err != nil {
 		return Output{}, err
 	}
@@ -233,7 +175,7 @@ func (s *summarizer) CompressHistory(ctx context.Context, in Input) (Output, err
 	ev.Levels = map[string][]int{"summarized": summarized, "kept": {in.Step}}
 	msgs := make([]llm.Message, 0, 1+len(turns)-last)
 	msgs = append(append(msgs, tm), turns[last:]...)
-	return Output{Messages: msgs, Summary: summary, Covered: in.Covered + last, Event: ev}, nil
+	return Output{Messages: msgs, Summary: summary, Covered: covered, Event: ev}, nil
 }
 
 // guidelineObservation refines an observation longer than the threshold
@@ -244,7 +186,7 @@ type guidelineObservation struct {
 	threshold int
 	tok       *llm.Tokenizer
 	llm       Completer
-	planK     int // -1 without a plan; set by plan-aware
+	planK     int // -1: no plan
 }
 
 var _ Observation = (*guidelineObservation)(nil)
@@ -259,11 +201,12 @@ func (o *guidelineObservation) CompressObservation(ctx context.Context, in Obser
 	}
 	vars := map[string]string{VarTask: in.Task, VarHistory: hist, VarObservation: in.Observation}
 	var window []string
-	if o.name == PlanAware {
+	if o.planK >= 0 {
 		window = planWindow(in.Plan, o.planK)
 		vars[VarPlan] = FormatPlan(window)
 	}
-	out, ev, err := callCompressor(ctx, o.llm, o.tok, KindObservation, o.name, in.Step, in.Sample, o.prompt, vars)
+	valid := func(text string) error { return CheckRefined(o.tok, in.Observation, RefinedObservation(text)) }
+	out, ev, err := callCompressor(ctx, o.llm, KindObservation, o.name, in.Step, in.Sample, o.prompt, vars, valid)
 	if err != nil {
 		return "", nil, err
 	}
@@ -273,8 +216,11 @@ func (o *guidelineObservation) CompressObservation(ctx context.Context, in Obser
 	return refined, ev, nil
 }
 
-// callCompressor renders the guideline and asks the compressor.
-func callCompressor(ctx context.Context, c Completer, tok *llm.Tokenizer, kind string, name Name, step, sample int, p *Prompt, vars map[string]string) (string, *Event, error) {
+// callCompressor renders the guideline and asks the compressor. An answer
+// valid rejects is reported as malformed and still returned: a rollout
+// measures the compressor as it is, and the agent living with a bad summary
+// is what contrastive mining learns from (serve, instead, falls back).
+func callCompressor(ctx context.Context, c Completer, kind string, name Name, step, sample int, p *Prompt, vars map[string]string, valid func(text string) error) (string, *Event, error) {
 	prompt, err := p.Template.Render(vars)
 	if err != nil {
 		return "", nil, fmt.Errorf("render %s guideline %s: %w", kind, p.ID, err)
@@ -285,9 +231,13 @@ func callCompressor(ctx context.Context, c Completer, tok *llm.Tokenizer, kind s
 	if err != nil {
 		return "", nil, fmt.Errorf("%s compression at step %d: %w", kind, step, err)
 	}
-	if strings.TrimSpace(resp.Message.Content) == "" {
-		llm.Report(c, llm.MalformedReply{Purpose: llm.PurposeCompressor, Kind: llm.MalformedEmptySummary,
-			Detail: fmt.Sprintf("%s compression at step %d (finish reason %q)", kind, step, resp.FinishReason),
+	if err := valid(resp.Message.Content); err != nil {
+		mk := llm.MalformedInvalidSummary
+		if strings.TrimSpace(resp.Message.Content) == "" {
+			mk = llm.MalformedEmptySummary
+		}
+		llm.Report(c, llm.MalformedReply{Purpose: llm.PurposeCompressor, Kind: mk,
+			Detail: fmt.Sprintf("%s compression at step %d (finish reason %q): %v", kind, step, resp.FinishReason, err),
 			Raw:    resp.Message.Content})
 	}
 	ev := &Event{

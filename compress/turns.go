@@ -7,17 +7,28 @@ import (
 	"github.com/ctxopt/ctxopt/templates"
 )
 
-// turnStarts returns the indexes of the assistant messages that open turns.
-// Messages before the first assistant message (none in a rollout) belong to
-// no turn and are always kept.
-func turnStarts(msgs []llm.Message) []int {
+// OpensTurn tells whether a message of role opens a turn. A turn is an
+// assistant message with the tool results (or the nudge) that answer it,
+// which always follow it: cutting only where a turn opens never separates
+// a tool call from its results. Strategies and serve cut nowhere else.
+func OpensTurn(role string) bool { return role == "assistant" }
+
+// TurnStarts returns the indexes i < n at which role(i) opens a turn.
+// Messages before the first (none in a rollout) belong to no turn and are
+// always kept.
+func TurnStarts(n int, role func(i int) string) []int {
 	var s []int
-	for i, m := range msgs {
-		if m.Role == "assistant" {
+	for i := range n {
+		if OpensTurn(role(i)) {
 			s = append(s, i)
 		}
 	}
 	return s
+}
+
+// turnStarts is TurnStarts of msgs.
+func turnStarts(msgs []llm.Message) []int {
+	return TurnStarts(len(msgs), func(i int) string { return msgs[i].Role })
 }
 
 // lastTurnsStart is the index where the last k turns of msgs begin, scanning
@@ -26,7 +37,7 @@ func turnStarts(msgs []llm.Message) []int {
 func lastTurnsStart(msgs []llm.Message, k int) int {
 	n := 0
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "assistant" {
+		if OpensTurn(msgs[i].Role) {
 			if n++; n == k {
 				return i
 			}

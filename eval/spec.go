@@ -44,10 +44,11 @@ func ParseSpec(s string) (Spec, error) {
 		return Spec{}, fmt.Errorf("candidate %q: name %q must be 1-64 letters, digits, '.', '_' or '-'", s, name)
 	}
 	parts := strings.Split(rest, ",")
-	st, err := compress.ParseName(parts[0])
+	mod, err := compress.Lookup(parts[0])
 	if err != nil {
 		return Spec{}, fmt.Errorf("candidate %q: %w", s, err)
 	}
+	st := mod.Name
 	sp := Spec{Name: name, Text: s, Strategy: st}
 	seen := map[string]bool{}
 	for _, kv := range parts[1:] {
@@ -70,12 +71,12 @@ func ParseSpec(s string) (Spec, error) {
 			return Spec{}, fmt.Errorf("candidate %q: unknown key %q (keys: guideline, compressor, compressor_model)", s, k)
 		}
 	}
-	switch {
-	case st == compress.Guideline && sp.Guideline == "":
-		return Spec{}, fmt.Errorf("candidate %q: strategy guideline needs guideline=FILE or a registry id", s)
-	case !st.UsesGuidelines() && sp.Guideline != "":
-		return Spec{}, fmt.Errorf("candidate %q: strategy %s uses no guideline; drop guideline= or use strategy guideline", s, st)
-	case (st == compress.None || st == compress.FIFO) && (sp.CompressorURL != "" || sp.CompressorModel != ""):
+	switch caps := mod.Caps; {
+	case caps.Guideline == compress.RequiredGuideline && sp.Guideline == "":
+		return Spec{}, fmt.Errorf("candidate %q: strategy %s needs guideline=FILE or a registry id", s, st)
+	case !mod.UsesGuidelines() && sp.Guideline != "":
+		return Spec{}, fmt.Errorf("candidate %q: strategy %s uses no guideline; drop guideline= or use strategy %s", s, st, compress.Guideline)
+	case !caps.Compressor && (sp.CompressorURL != "" || sp.CompressorModel != ""):
 		return Spec{}, fmt.Errorf("candidate %q: strategy %s calls no compressor; drop the compressor keys", s, st)
 	}
 	return sp, nil

@@ -137,7 +137,10 @@ type Report struct {
 	Problems []string `json:"problems,omitempty"`
 	// Unknown lists variables the guideline reads that are not required
 	// (like max_chars). They are allowed and render empty unless given.
-	Unknown  []string `json:"unknown,omitempty"`
+	Unknown []string `json:"unknown,omitempty"`
+	// Sections are the headings a history guideline names for its
+	// summaries (Sections), which a valid summary writes one of.
+	Sections []string `json:"sections,omitempty"`
 	Repaired string   `json:"repaired,omitempty"` // the source after repairs
 }
 
@@ -169,6 +172,15 @@ type Template struct {
 	src     string
 	repairs []Repair // what validation repaired, kept for the registry
 	tpl     *pongo2.Template
+	// sections are Report.Sections.
+	sections []string
+}
+
+// SummaryContract is what the guideline asks of its summaries (for
+// compress.CheckSummary): the sections it names, when it is a history
+// guideline; an observation guideline asks nothing of a summary.
+func (t *Template) SummaryContract() compress.SummaryContract {
+	return compress.SummaryContract{Sections: t.sections}
 }
 
 // Kind returns the guideline's kind.
@@ -397,7 +409,10 @@ func Validate(kind Kind, src string) (*Template, Report) {
 		rep.Problems = problemStrings(probs)
 		return nil, rep
 	}
-	t := &Template{kind: kind, id: rep.ID, src: repaired, repairs: repairs, tpl: tpl}
+	if kind == KindHistory {
+		rep.Sections = sections(segs)
+	}
+	t := &Template{kind: kind, id: rep.ID, src: repaired, repairs: repairs, tpl: tpl, sections: rep.Sections}
 
 	reads, declared := scanReads(segs)
 	required := RequiredVars(kind)

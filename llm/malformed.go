@@ -22,6 +22,9 @@ const (
 	MalformedToolArguments MalformedKind = "invalid_tool_arguments"
 	// MalformedEmptySummary: the compressor returned nothing.
 	MalformedEmptySummary MalformedKind = "empty_summary"
+	// MalformedInvalidSummary: a compressor's answer broke the rule of a
+	// valid summary other than by being empty (compress.CheckSummary).
+	MalformedInvalidSummary MalformedKind = "invalid_summary"
 	// MalformedAnalysis: an analysis reply held no usable JSON object.
 	MalformedAnalysis MalformedKind = "unusable_analysis"
 	// MalformedCandidate: an optimizer reply was not a valid guideline.

@@ -38,7 +38,7 @@ func glimpseJob(t testing.TB, glimpse *bool, budget int) *Job {
 	j.Env.QuestionsPerTask, j.Env.StepLimit, j.Env.TrainLimit, j.Rollout.ContextWindow = 64, 320, 4, 16384
 	j.Compression.History.Threshold = 8192
 	if glimpse != nil {
-		j.Compression.PACE.Glimpse = glimpse
+		j.Compression.Of(compress.PACE).(*compress.PACEParams).Glimpse = *glimpse
 	}
 	if budget >= 0 {
 		j.Env.SearchBudget = budget
@@ -154,7 +154,7 @@ func TestLongHorizonAblations(t *testing.T) {
 	t.Run("plan-aware k=3 keeps plan facts that k=0 drops", func(t *testing.T) {
 		factLine := regexp.MustCompile(`(?m)^- .+ of .+: .+$`)
 		kept := func(k int) (int, *rollout.Trajectory) {
-			tr := rolloutWith(t, longJob(t, func(j *Job) { j.Compression.PlanAware.K = &k }), compress.PlanAware)
+			tr := rolloutWith(t, longJob(t, func(j *Job) { j.Compression.Of(compress.PlanAware).(*compress.PlanAwareParams).K = k }), compress.PlanAware)
 			n := 0
 			for _, e := range tr.Events {
 				n += len(factLine.FindAllString(e.Output, -1))

@@ -157,17 +157,16 @@ func (rt *Runtime) taskSet(split string, tasks []env.Task) string {
 // starting ones (the built-in plan-aware prompts for plan-aware), and its
 // compressor endpoint.
 func (rt *Runtime) candidate(ctx context.Context, sp eval.Spec, reg *guideline.Registry, agentModel *Metered, meter *Meter) (eval.Candidate, error) {
+	m, err := compress.Lookup(string(sp.Strategy))
+	if err != nil {
+		return eval.Candidate{}, invalid(fmt.Errorf("candidate %s: %w", sp.Name, err))
+	}
 	var hist, obs *compress.Prompt
-	if sp.Strategy.UsesGuidelines() {
-		builtin := builtinGuidelines
-		if sp.Strategy == compress.PlanAware {
-			builtin = builtinPlanAware
-		}
-		var err error
-		if hist, err = startingCompiled(rt.Job, guideline.KindHistory, builtin); err != nil {
+	if m.UsesGuidelines() {
+		if hist, err = startingCompiled(rt.Job, guideline.KindHistory, m.Prompts); err != nil {
 			return eval.Candidate{}, invalid(err)
 		}
-		if obs, err = startingCompiled(rt.Job, guideline.KindObservation, builtin); err != nil {
+		if obs, err = startingCompiled(rt.Job, guideline.KindObservation, m.Prompts); err != nil {
 			return eval.Candidate{}, invalid(err)
 		}
 	}

@@ -131,11 +131,33 @@ func (r *Roles) get(name string) *llm.RoleConfig {
 
 // CompressionSpec says what is compressed and when (ACON 3.2, D.3).
 type CompressionSpec struct {
-	History     Threshold `yaml:"history" json:"history"`
-	Observation Threshold `yaml:"observation" json:"observation"`
-	// Params are the strategies' own parameters (fifo_keep, retrieval,
-	// llmlingua, pace, plan_aware) and the default strategy.
-	compress.Params `yaml:",inline" json:",inline"`
+	History     Threshold
+	Observation Threshold
+	// Params are the default strategy and the registered strategies' own
+	// parameters, each under its key (fifo_keep, retrieval, pace, ...).
+	compress.Params
+}
+
+// thresholds are the keys of the compression section that the job owns.
+type thresholds struct {
+	History     Threshold `yaml:"history"`
+	Observation Threshold `yaml:"observation"`
+}
+
+// UnmarshalYAML decodes the thresholds here and the strategies' keys
+// through compress's registry, with the job decoder's strictness.
+func (c *CompressionSpec) UnmarshalYAML(unmarshal func(any) error) error {
+	var own thresholds
+	if err := c.Params.Decode(unmarshal, &own); err != nil {
+		return err
+	}
+	c.History, c.Observation = own.History, own.Observation
+	return nil
+}
+
+// MarshalYAML writes the section under the keys it is read from.
+func (c CompressionSpec) MarshalYAML() (any, error) {
+	return c.Params.Encode(thresholds{c.History, c.Observation}), nil
 }
 
 // Threshold enables one kind of compression above a token threshold.
@@ -269,7 +291,7 @@ func LoadJob(path string) (*Job, error) {
 	return ParseJob(path, b)
 }
 
-var yamlTypeRE = regexp.MustCompile(` in type [\w.]+`)
+var yamlTypeRE = regexp.MustCompile(` in type (struct \{.*\}|[\w.]+)`)
 
 // ParseJob decodes a job strictly (unknown keys are errors), applies the
 // defaults and validates it. Each problem is one line naming the file, the
@@ -332,12 +354,11 @@ func (j *Job) applyDefaults() {
 		return nil
 	})
 	if j.Compression.History.Threshold == 0 {
-		j.Compression.History.Threshold = 4096
+		j.Compression.History.Threshold = compress.DefaultHistoryThreshold
 	}
 	if j.Compression.Observation.Threshold == 0 {
-		j.Compression.Observation.Threshold = 1024
+		j.Compression.Observation.Threshold = compress.DefaultObservationThreshold
 	}
-	j.Compression.Params = j.Compression.Params.WithDefaults()
 	if j.Rollout.Concurrency == 0 {
 		j.Rollout.Concurrency = 8
 	}
@@ -572,30 +593,27 @@ func (j *Job) problems() []fieldProblem {
 	return out
 }
 
-// defaultedCompression are compression fields whose 0 means the default, so
-// an explicit 0 in the file is a mistake the defaults would hide.
-var defaultedCompression = []string{"fifo_keep", "retrieval.keep", "llmlingua.rate", "llmlingua.timeout", "pace.tau", "pace.recent", "pace.glimpse_max", "pace.max_input"}
-
-// compressionProblems are the strategies' parameter problems (compress
-// owns their rules), each given its line.
+// compressionProblems are the strategies' parameter problems: compress
+// owns their rules and names each field; the job adds its line.
 func (j *Job) compressionProblems() []fieldProblem {
 	var out []fieldProblem
-	for _, f := range defaultedCompression {
-		if field := "compression." + f; j.explicitZero(field) {
-			out = append(out, fieldProblem{j.line(field), field, "0 is out of range; want a positive value (leave the key out for the default)"})
+	var walk func(err error)
+	walk = func(err error) {
+		var fe *compress.FieldError
+		switch e := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				walk(e)
+			}
+		default:
+			if !errors.As(err, &fe) {
+				fe = &compress.FieldError{Field: compress.Section, Msg: err.Error()}
+			}
+			out = append(out, fieldProblem{j.line(fe.Field), fe.Field, fe.Msg})
 		}
 	}
-	err := j.Compression.Params.Validate()
-	if err == nil {
-		return out
-	}
-	for _, msg := range strings.Split(err.Error(), "\n") {
-		field, text, ok := strings.Cut(strings.TrimPrefix(msg, "field "), ": ")
-		if !ok {
-			field, text = "compression", msg
-		}
-		out = append(out, fieldProblem{j.line(field), field, text})
-	}
+	walk(j.Compression.Params.Validate())
 	return out
 }
 

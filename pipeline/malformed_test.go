@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/sim"
 	"github.com/ctxopt/ctxopt/templates"
@@ -86,7 +87,7 @@ func TestRunSurvivesRealModelReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, err := templates.Source(builtinGuidelines["history"])
+	seed, err := templates.Source(prompts(compress.Prompting)[compress.KindHistory])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -301,20 +301,31 @@ func (rt *Runtime) Runner(agent *rollout.Agent, label string) *rollout.Runner {
 	return r
 }
 
-// Strategy builds strategy name from the job's compression section. hist
-// and obs are the guidelines of the strategies that use them (a kind the
-// job does not enable stays off); compressor and embedder are the models
-// as the caller meters them.
+// Strategy builds strategy name from the job's compression section,
+// wiring what its capabilities ask for: hist and obs for strategies that
+// use guidelines (a kind the job does not enable stays off), compressor
+// and embedder (the models as the caller meters them) for those that call
+// them.
 func (rt *Runtime) Strategy(name compress.Name, hist, obs *compress.Prompt, compressor compress.Completer, embedder compress.Embedder) (*compress.Strategy, error) {
+	m, err := compress.Lookup(string(name))
+	if err != nil {
+		return nil, invalid(err)
+	}
 	c := rt.Job.Compression
 	d := compress.Deps{
-		Compressor: compressor, Embedder: embedder, Tokenizer: rt.Tokenizer,
+		Tokenizer:        rt.Tokenizer,
 		HistoryThreshold: c.History.Threshold, ObservationThreshold: c.Observation.Threshold,
+	}
+	if m.Caps.Compressor {
+		d.Compressor = compressor
+	}
+	if m.Caps.Embedder {
+		d.Embedder = embedder
 	}
 	if rt.sim != nil {
 		d.LinguaURL = rt.sim.LinguaURL()
 	}
-	if name.UsesGuidelines() {
+	if m.UsesGuidelines() {
 		if c.History.Enabled {
 			d.History = hist
 		}
@@ -322,63 +333,67 @@ func (rt *Runtime) Strategy(name compress.Name, hist, obs *compress.Prompt, comp
 			d.Observation = obs
 		}
 	}
-	s, err := compress.New(name, c.Params, d)
+	s, err := compress.New(name, c.For(name), d)
 	if err != nil {
 		return nil, invalid(err)
 	}
 	return s, nil
 }
 
-// builtinGuidelines are the naive prompts (ACON G.5, G.8 in our words).
-var builtinGuidelines = map[guideline.Kind]string{
-	guideline.KindHistory:     "history_prompting.tmpl",
-	guideline.KindObservation: "observation_prompting.tmpl",
+// prompts are strategy name's built-in prompts by kind (nil for an
+// unknown strategy, which Lookup reports where it is named).
+func prompts(name compress.Name) map[string]string {
+	m, _ := compress.Lookup(string(name))
+	return m.Prompts
 }
 
-// builtinPlanAware are the plan-aware prompts (PAACE eq. 2: conditioned on
-// the next k plan steps).
-var builtinPlanAware = map[guideline.Kind]string{
-	guideline.KindHistory:     "history_plan_aware.tmpl",
-	guideline.KindObservation: "observation_plan_aware.tmpl",
+// takingGuidelines names the strategies that take a given guideline, for
+// messages: "guideline or plan-aware".
+func takingGuidelines() string {
+	var names []string
+	for _, m := range compress.Modules() {
+		if g := m.Caps.Guideline; g == compress.OptionalGuideline || g == compress.RequiredGuideline {
+			names = append(names, string(m.Name))
+		}
+	}
+	return strings.Join(names, " or ")
 }
 
 // StrategyGuidelines compiles the guidelines strategy name needs for a
-// rollout: the built-in naive prompts for prompting, the built-in
-// plan-aware ones for plan-aware unless files are given, the given files
-// for guideline; nil for strategies without guidelines.
+// rollout, as its capabilities say: its built-in prompts, or the given
+// files where it takes them; nil for strategies without guidelines.
 func StrategyGuidelines(job *Job, name compress.Name, histFile, obsFile string) (hist, obs *compress.Prompt, err error) {
-	builtin := builtinGuidelines
-	switch name {
-	case compress.Prompting:
-		if histFile != "" || obsFile != "" {
-			return nil, nil, fmt.Errorf("--guideline goes with --strategy guideline or plan-aware")
+	m, err := compress.Lookup(string(name))
+	if err != nil {
+		return nil, nil, err
+	}
+	given := histFile != "" || obsFile != ""
+	switch m.Caps.Guideline {
+	case compress.NoGuideline, compress.BuiltinGuideline:
+		if given {
+			return nil, nil, fmt.Errorf("--guideline goes with --strategy %s, not %s", takingGuidelines(), name)
 		}
-	case compress.Guideline, compress.PlanAware:
-		if name == compress.Guideline && histFile == "" && obsFile == "" {
-			return nil, nil, fmt.Errorf("--strategy guideline needs --guideline FILE or --observation-guideline FILE")
+	case compress.RequiredGuideline:
+		if !given {
+			return nil, nil, fmt.Errorf("--strategy %s needs --guideline FILE or --observation-guideline FILE", name)
 		}
-		if name == compress.PlanAware {
-			builtin = builtinPlanAware
-		}
-		if histFile != "" || obsFile != "" {
-			job.Compression.History.Guideline = histFile
-			job.Compression.History.Enabled = histFile != ""
-			job.Compression.Observation.Guideline = obsFile
-			job.Compression.Observation.Enabled = obsFile != ""
-		}
-	default:
-		if histFile != "" || obsFile != "" {
-			return nil, nil, fmt.Errorf("--guideline goes with --strategy guideline or plan-aware, not %s", name)
-		}
+	}
+	if !m.UsesGuidelines() {
 		return nil, nil, nil
+	}
+	if given {
+		job.Compression.History.Guideline = histFile
+		job.Compression.History.Enabled = histFile != ""
+		job.Compression.Observation.Guideline = obsFile
+		job.Compression.Observation.Enabled = obsFile != ""
 	}
 	if !job.Compression.History.Enabled && !job.Compression.Observation.Enabled {
 		return nil, nil, fmt.Errorf("strategy %s compresses nothing: the job enables neither compression.history nor compression.observation", name)
 	}
-	if hist, err = startingCompiled(job, guideline.KindHistory, builtin); err != nil {
+	if hist, err = startingCompiled(job, guideline.KindHistory, m.Prompts); err != nil {
 		return nil, nil, err
 	}
-	if obs, err = startingCompiled(job, guideline.KindObservation, builtin); err != nil {
+	if obs, err = startingCompiled(job, guideline.KindObservation, m.Prompts); err != nil {
 		return nil, nil, err
 	}
 	return hist, obs, nil
@@ -387,10 +402,10 @@ func StrategyGuidelines(job *Job, name compress.Name, histFile, obsFile string) 
 // StartingGuideline returns the guideline a job starts from for kind: the
 // file the job names, else the built-in naive prompt.
 func StartingGuideline(job *Job, kind guideline.Kind) (src, origin string, err error) {
-	return startingGuideline(job, kind, builtinGuidelines)
+	return startingGuideline(job, kind, prompts(compress.Prompting))
 }
 
-func startingGuideline(job *Job, kind guideline.Kind, builtin map[guideline.Kind]string) (src, origin string, err error) {
+func startingGuideline(job *Job, kind guideline.Kind, builtin map[string]string) (src, origin string, err error) {
 	file := job.Compression.History.Guideline
 	if kind == guideline.KindObservation {
 		file = job.Compression.Observation.Guideline
@@ -402,7 +417,7 @@ func startingGuideline(job *Job, kind guideline.Kind, builtin map[guideline.Kind
 		}
 		return string(b), "file:" + file, nil
 	}
-	name := builtin[kind]
+	name := builtin[string(kind)]
 	src, err = templates.Source(name)
 	return src, "builtin:" + strings.TrimSuffix(name, ".tmpl"), err
 }
@@ -425,10 +440,10 @@ func promptOf(t *guideline.Template) *compress.Prompt {
 // StartingCompiled compiles the starting guideline of kind, or returns nil
 // when the job does not compress that kind.
 func StartingCompiled(job *Job, kind guideline.Kind) (*compress.Prompt, error) {
-	return startingCompiled(job, kind, builtinGuidelines)
+	return startingCompiled(job, kind, prompts(compress.Prompting))
 }
 
-func startingCompiled(job *Job, kind guideline.Kind, builtin map[guideline.Kind]string) (*compress.Prompt, error) {
+func startingCompiled(job *Job, kind guideline.Kind, builtin map[string]string) (*compress.Prompt, error) {
 	enabled := job.Compression.History.Enabled
 	if kind == guideline.KindObservation {
 		enabled = job.Compression.Observation.Enabled

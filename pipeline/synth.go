@@ -15,7 +15,7 @@ const synthHistoryThreshold = 1
 // when given, else the built-in plan-aware history prompt.
 func SynthTeacherSource(file string) (src, origin string, err error) {
 	if file == "" {
-		return startingGuideline(&Job{}, guideline.KindHistory, builtinPlanAware)
+		return startingGuideline(&Job{}, guideline.KindHistory, prompts(compress.PlanAware))
 	}
 	b, err := guideline.ReadSource(file)
 	if err != nil {
@@ -43,7 +43,7 @@ func SynthTeacher(file string) (*compress.Prompt, error) {
 // compression.plan_aware.k) compressing the history at every step, every
 // role metered by meter.
 func (rt *Runtime) SynthExecutor(teacher *compress.Prompt, meter *Meter) (*synth.Executor, error) {
-	s, err := compress.New(compress.PlanAware, rt.Job.Compression.Params, compress.Deps{
+	s, err := compress.New(compress.PlanAware, rt.Job.Compression.For(compress.PlanAware), compress.Deps{
 		Compressor: meter.Wrap(rt.Compressor), Tokenizer: rt.Tokenizer,
 		History: teacher, HistoryThreshold: synthHistoryThreshold,
 	})

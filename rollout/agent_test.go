@@ -138,7 +138,7 @@ func TestAgentStrategies(t *testing.T) {
 	tests := []struct {
 		name          string
 		strategy      compress.Name
-		params        compress.Params
+		params        compress.ModuleParams
 		deps          compress.Deps
 		need          int
 		wantSuccess   bool
@@ -186,7 +186,7 @@ func TestAgentStrategies(t *testing.T) {
 		},
 		{
 			name:     "fifo forgets old turns",
-			strategy: compress.FIFO, params: compress.Params{FIFOKeep: 2},
+			strategy: compress.FIFO, params: &compress.FIFOParams{Keep: 2},
 			// The agent never sees more than 2 searches, so it never
 			// finishes and hits the step limit.
 			need: 4, wantSuccess: false, wantSteps: 12, wantHistEvent: true,
@@ -388,7 +388,7 @@ func TestRunDirResumesAfterCrash(t *testing.T) {
 func TestRunDirGuards(t *testing.T) {
 	tasks := []env.Task{testTask()}
 	newRunner := func(name compress.Name, model Completer) *Runner {
-		s, err := compress.New(name, compress.Params{}, compress.Deps{Tokenizer: testTokenizer(t)})
+		s, err := compress.New(name, nil, compress.Deps{Tokenizer: testTokenizer(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

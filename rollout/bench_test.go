@@ -53,7 +53,7 @@ func (stepModel) Complete(_ context.Context, req llm.Request) (llm.Response, err
 func BenchmarkStepOverhead(b *testing.B) {
 	tok := testTokenizer(b)
 	for _, name := range []compress.Name{compress.None, compress.FIFO} {
-		s, err := compress.New(name, compress.Params{}, compress.Deps{Tokenizer: tok})
+		s, err := compress.New(name, nil, compress.Deps{Tokenizer: tok})
 		if err != nil {
 			b.Fatal(err)
 		}

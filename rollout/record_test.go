@@ -52,11 +52,11 @@ func TestRecordLinearAndExact(t *testing.T) {
 	tests := []struct {
 		name     string
 		strategy compress.Name
-		params   compress.Params
+		params   compress.ModuleParams
 		deps     compress.Deps
 	}{
 		{name: "none", strategy: compress.None},
-		{name: "fifo", strategy: compress.FIFO, params: compress.Params{FIFOKeep: 5}},
+		{name: "fifo", strategy: compress.FIFO, params: &compress.FIFOParams{Keep: 5}},
 		{name: "history and observation", strategy: compress.Guideline,
 			deps: compress.Deps{History: histG, HistoryThreshold: 2000, Observation: obsG, ObservationThreshold: 20}},
 	}

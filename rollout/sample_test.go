@@ -30,7 +30,7 @@ func TestSampleReachesEveryRequest(t *testing.T) {
 	for _, s := range []int{0, 2} {
 		agent := &sampleRecorder{Completer: &fakeAgent{need: 6, malformedFirst: s == 0}}
 		comp := &sampleRecorder{Completer: &fakeCompressor{}}
-		strategy, err := compress.New(compress.Prompting, compress.Params{}, compress.Deps{
+		strategy, err := compress.New(compress.Prompting, nil, compress.Deps{
 			Compressor: comp, Tokenizer: testTokenizer(t), History: histG, HistoryThreshold: 300,
 		})
 		if err != nil {

@@ -55,7 +55,7 @@ func TestRecordBytesPerStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := testTokenizer(t)
-	s, err := compress.New(compress.None, compress.Params{}, compress.Deps{Tokenizer: tok})
+	s, err := compress.New(compress.None, nil, compress.Deps{Tokenizer: tok})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,8 +190,9 @@ func (s *Server) compressHistory(r *http.Request, req CompressRequest, conv *con
 }
 
 // compressObservation refines the text given the task and the messages
-// (the context so far), unless it fits target_tokens (default 1024, ACON's
-// T_obs), which is also the truncation fallback's budget.
+// (the context so far), unless it fits target_tokens (default ACON's T_obs,
+// compress.DefaultObservationThreshold), which is also the truncation
+// fallback's budget.
 func (s *Server) compressObservation(r *http.Request, req CompressRequest, conv *conversation, g *activeGuideline, first string) CompressResponse {
 	target := req.TargetTokens
 	if target == 0 {

@@ -3,8 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
-	"fmt"
-	"regexp"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -123,8 +122,9 @@ func (ch *chain) run(ctx context.Context, first string, call func(ctx context.Co
 		}
 		reason := reasonError
 		switch {
-		case errors.Is(err, errInvalidSummary):
+		case errors.Is(err, compress.ErrInvalidSummary):
 			reason = reasonInvalid
+			slog.Warn("compressor answer rejected", "link", l.name, "reason", err)
 		case errors.Is(err, context.DeadlineExceeded):
 			reason = reasonTimeout
 		}
@@ -148,7 +148,7 @@ func (ch *chain) summarize(ctx context.Context, in compress.Input, g *activeGuid
 		if out, err = s.History.CompressHistory(ctx, in); err != nil {
 			return err
 		}
-		return ch.validate(in, out, g)
+		return compress.CheckSummary(ch.tok, in, out, g.tmpl.SummaryContract())
 	})
 	if name == LinkTruncation {
 		var err error
@@ -173,14 +173,7 @@ func (ch *chain) refine(ctx context.Context, in compress.ObservationInput, g *ac
 		if text, ev, err = s.Observation.CompressObservation(ctx, in); err != nil {
 			return err
 		}
-		t := strings.TrimSpace(text)
-		switch n, orig := ch.tok.Count(t), ch.tok.Count(in.Observation); {
-		case t == "":
-			return fmt.Errorf("%w: empty", errInvalidSummary)
-		case n >= orig:
-			return fmt.Errorf("%w: %d tokens, not shorter than the %d of the observation", errInvalidSummary, n, orig)
-		}
-		return nil
+		return compress.CheckRefined(ch.tok, in.Observation, text)
 	})
 	if name == LinkTruncation {
 		text, ev = ch.cut(in.Observation, target), nil
@@ -208,48 +201,6 @@ func (ch *chain) cut(s string, target int) string {
 		out = out[:i]
 	}
 	return strings.ToValidUTF8(out, "")
-}
-
-var errInvalidSummary = errors.New("invalid summary")
-
-// headingRe finds the section headings a guideline asks for, such as
-// "REASONING:" or "FACT CACHE:" at the start of a line.
-var headingRe = regexp.MustCompile(`(?m)^\s*([A-Z][A-Z ]{2,40}):`)
-
-// headings lists the headings of a guideline source.
-func headings(src string) []string {
-	var out []string
-	for _, m := range headingRe.FindAllStringSubmatch(src, -1) {
-		out = append(out, m[1]+":")
-	}
-	return out
-}
-
-// validate rejects a summary that is empty, not shorter than what it
-// replaces, or in none of the guideline's headings when it names some.
-func (ch *chain) validate(in compress.Input, out compress.Output, g *activeGuideline) error {
-	s := strings.TrimSpace(out.Summary)
-	if s == "" {
-		return fmt.Errorf("%w: empty", errInvalidSummary)
-	}
-	if out.Covered <= in.Covered || out.Covered > len(in.History) {
-		return fmt.Errorf("%w: covers messages up to %d, not past %d", errInvalidSummary, out.Covered, in.Covered)
-	}
-	n := ch.tok.Count(s)
-	orig := ch.tok.Count(in.Summary) + ch.tok.CountMessages(in.History[in.Covered:out.Covered])
-	if n >= orig {
-		return fmt.Errorf("%w: %d tokens, not shorter than the %d it replaces", errInvalidSummary, n, orig)
-	}
-	if len(g.headings) > 0 {
-		upper := strings.ToUpper(s)
-		for _, h := range g.headings {
-			if strings.Contains(upper, h) {
-				return nil
-			}
-		}
-		return fmt.Errorf("%w: none of the guideline's sections (%s)", errInvalidSummary, strings.Join(g.headings, ", "))
-	}
-	return nil
 }
 
 // has reports whether the chain has a link named name.

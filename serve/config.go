@@ -21,6 +21,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/internal/yamlpos"
 	"github.com/ctxopt/ctxopt/llm"
 )
@@ -167,7 +168,7 @@ func Default() Config {
 		Listen:   "127.0.0.1:8787",
 		Upstream: Upstream{Timeout: 5 * time.Minute},
 		Compression: Compression{
-			Threshold: 4096, Trigger: 0.8, KeepLast: 1,
+			Threshold: compress.DefaultHistoryThreshold, Trigger: 0.8, KeepLast: 1,
 			Reload: 2 * time.Second, Encoding: llm.DefaultEncoding,
 		},
 		Compressor: Compressors{
@@ -257,7 +258,7 @@ func (c Config) Validate() error {
 	positive("upstream.timeout", c.Upstream.Timeout)
 	cp := c.Compression
 	if cp.Threshold <= 0 {
-		bad("compression.threshold", "must be a positive token count (ACON's default is 4096)")
+		bad("compression.threshold", "must be a positive token count (ACON's default is %d)", compress.DefaultHistoryThreshold)
 	}
 	if !(cp.Trigger > 0 && cp.Trigger <= 1) {
 		bad("compression.trigger", "%v is not a fraction in (0, 1]", cp.Trigger)

@@ -20,10 +20,9 @@ import (
 
 // activeGuideline is a validated guideline ready to render.
 type activeGuideline struct {
-	id       string
-	kind     guideline.Kind
-	tmpl     *guideline.Template
-	headings []string
+	id   string
+	kind guideline.Kind
+	tmpl *guideline.Template
 }
 
 // guidelines serves the registry's promoted guidelines, swapped
@@ -57,7 +56,7 @@ func activate(kind guideline.Kind, src string) (*activeGuideline, error) {
 	if !rep.OK || t == nil {
 		return nil, fmt.Errorf("guideline %s is invalid: %s", rep.ID, strings.Join(rep.Problems, "; "))
 	}
-	return &activeGuideline{id: t.ID(), kind: kind, tmpl: t, headings: headings(t.Source())}, nil
+	return &activeGuideline{id: t.ID(), kind: kind, tmpl: t}, nil
 }
 
 // reload loads the promoted guidelines whose files changed since the last

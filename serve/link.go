@@ -46,7 +46,7 @@ func (l *link) strategy(g *activeGuideline) (*compress.Strategy, error) {
 	} else {
 		d.Observation = p
 	}
-	s, err := compress.New(compress.Guideline, compress.Params{}, d)
+	s, err := compress.New(compress.Guideline, nil, d)
 	if err != nil {
 		return nil, fmt.Errorf("link %s: %w", l.name, err)
 	}
@@ -63,17 +63,12 @@ func (l *link) strategy(g *activeGuideline) (*compress.Strategy, error) {
 func historyInput(task string, plan []string, hist []llm.Message, summary string, covered, cut, context int) compress.Input {
 	end := len(hist)
 	for i := cut + 1; i < len(hist); i++ {
-		if hist[i].Role == "assistant" {
+		if compress.OpensTurn(hist[i].Role) {
 			end = i
 			break
 		}
 	}
 	h := hist[:end]
-	steps := 0
-	for _, m := range h {
-		if m.Role == "assistant" {
-			steps++
-		}
-	}
+	steps := len(compress.TurnStarts(end, func(i int) string { return h[i].Role }))
 	return compress.Input{Step: steps, Task: task, Plan: plan, History: h, Summary: summary, Covered: covered, ContextTokens: context}
 }

@@ -83,6 +83,7 @@ func TestFallbackToTruncation(t *testing.T) {
 	ln.Close()
 	cfg.Compressor.Student = Link{BaseURL: down, Model: "student-lora", Timeout: time.Second}
 	cfg.Compressor.BreakerFailures = 2
+	logs := logtest.Capture(t, slog.LevelWarn)
 	_, url := start(t, cfg)
 	for i := range 4 {
 		resp, b := post(t, url+"/v1/chat/completions", toolConversation(4, "fb"+strconv.Itoa(i)), nil)
@@ -110,6 +111,10 @@ func TestFallbackToTruncation(t *testing.T) {
 		if got := metric(t, url, c.series); got != c.want {
 			t.Errorf("%s = %v, want %v", c.series, got, c.want)
 		}
+	}
+	// Each rejection is logged with the rule the summary broke.
+	if n := strings.Count(logs.String(), `level=WARN msg="compressor answer rejected" link=teacher reason="invalid summary: none of the guideline's sections (REASONING, COMPLETED)"`); n != 2 {
+		t.Errorf("%d rejections logged with their reason, want 2:\n%s", n, logs)
 	}
 	trunc := metric(t, url, `ctxopt_serve_compressions_total{link="truncation",mode="sync"}`) +
 		metric(t, url, `ctxopt_serve_compressions_total{link="truncation",mode="background"}`)

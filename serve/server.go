@@ -156,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 		_ = s.closeStores()
 		return nil, err
 	}
-	trunc, err := compress.New(compress.FIFO, compress.Params{FIFOKeep: 1}, compress.Deps{Tokenizer: tok})
+	trunc, err := compress.New(compress.FIFO, &compress.FIFOParams{Keep: 1}, compress.Deps{Tokenizer: tok})
 	if err != nil {
 		_ = s.closeStores()
 		return nil, err

@@ -99,7 +99,7 @@ func (l *sessionLog) record(sp *span, in compress.Input, res compress.Output, gu
 		o = &openSession{traj: &rollout.Trajectory{
 			// The task id is the session id (the X-Ctxopt-Session header),
 			// so optimize import --labels can key outcomes by it.
-			TaskID: sp.id, Split: SessionSplit, Strategy: "guideline",
+			TaskID: sp.id, Split: SessionSplit, Strategy: string(compress.Guideline),
 			HistoryGuidelineID: guidelineID, Task: l.clean(in.Task),
 		}}
 		l.open[sp.id] = o
@@ -137,7 +137,7 @@ func (l *sessionLog) record(sp *span, in compress.Input, res compress.Output, gu
 	}
 	t.Metrics.Steps = len(t.Turns)
 	if link == LinkTruncation {
-		t.Strategy = "guideline+truncation"
+		t.Strategy = string(compress.Guideline) + "+" + LinkTruncation
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/templates"
 )
@@ -154,11 +155,9 @@ func (c *conversation) flat(from, to int) []llm.Message {
 // assistant message). Cutting there never separates a tool call from its
 // result: results always follow their call.
 func (c *conversation) cutPoints() []int {
-	var out []int
-	for i := c.head; i < len(c.raw); i++ {
-		if c.role(i) == "assistant" {
-			out = append(out, i)
-		}
+	out := compress.TurnStarts(len(c.raw)-c.head, func(i int) string { return c.role(c.head + i) })
+	for i := range out {
+		out[i] += c.head
 	}
 	return out
 }

@@ -107,7 +107,7 @@ func BenchmarkRunEmbedded(b *testing.B) {
 		StepLimit: 30, Threshold: DefaultThreshold,
 	}
 	k := compress.DefaultPlanK
-	if x.Teacher, err = compress.New(compress.PlanAware, compress.Params{PlanAware: compress.PlanAwareParams{K: &k}}, compress.Deps{
+	if x.Teacher, err = compress.New(compress.PlanAware, &compress.PlanAwareParams{K: k}, compress.Deps{
 		Compressor: benchClient(b, s, "compressor"), Tokenizer: x.Tokenizer, History: compile(b, src), HistoryThreshold: 1,
 	}); err != nil {
 		b.Fatal(err)

@@ -71,7 +71,7 @@ func planBlind(t testing.TB) *compress.Prompt {
 
 func (e *embedded) executor(t testing.TB, teacher *compress.Prompt, k int) *Executor {
 	t.Helper()
-	s, err := compress.New(compress.PlanAware, compress.Params{PlanAware: compress.PlanAwareParams{K: &k}}, compress.Deps{
+	s, err := compress.New(compress.PlanAware, &compress.PlanAwareParams{K: k}, compress.Deps{
 		Compressor: e.compressor, Tokenizer: e.tok, History: teacher, HistoryThreshold: 1,
 	})
 	if err != nil {
@@ -199,7 +199,7 @@ func TestAcceptanceFilter(t *testing.T) {
 			}
 		}},
 		{"a compression growing the context is rejected for its ratio", func(x *Executor) {
-			s, err := compress.New(compress.PlanAware, compress.Params{}, compress.Deps{Compressor: growing{}, Tokenizer: e.tok, History: planAware(t), HistoryThreshold: 1})
+			s, err := compress.New(compress.PlanAware, nil, compress.Deps{Compressor: growing{}, Tokenizer: e.tok, History: planAware(t), HistoryThreshold: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

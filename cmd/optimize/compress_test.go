@@ -14,7 +14,7 @@ import (
 func TestRolloutEveryStrategy(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeJob(t, dir, nil)
-	for _, s := range compress.Names {
+	for _, s := range compress.Names() {
 		t.Run(string(s), func(t *testing.T) {
 			out := filepath.Join(dir, string(s))
 			args := []string{"rollout", "--config", cfg, "--strategy", string(s), "--limit", "2", "--out", out}

@@ -68,8 +68,9 @@ func evalCommand() *cli.Command {
 
 // strategyNames lists the compression strategies for help texts.
 func strategyNames() string {
-	names := make([]string, len(compress.Names))
-	for i, n := range compress.Names {
+	all := compress.Names()
+	names := make([]string, len(all))
+	for i, n := range all {
 		names[i] = string(n)
 	}
 	return strings.Join(names, ", ")

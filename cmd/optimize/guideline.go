@@ -299,6 +299,9 @@ func guidelineValidate(c *cli.Context) error {
 		}
 		_, rep := guideline.Validate(k, string(b))
 		fmt.Fprintf(c.App.Writer, "%s: %s", file, rep)
+		if len(rep.Sections) > 0 {
+			fmt.Fprintf(c.App.Writer, "%s: a valid summary writes one of its sections: %s\n", file, strings.Join(rep.Sections, ", "))
+		}
 		if !rep.OK {
 			rejected = append(rejected, file)
 		}

@@ -16,10 +16,12 @@ func rolloutCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "rollout",
 		Usage: "run the agent on a split with one compression strategy",
+		// The registry is complete once every package's init has run.
+		Description: "Strategies (and what each needs besides the agent):\n" + compress.Help(),
 		Flags: append(splitFlags("output directory (written when complete; resumed when interrupted)"),
-			&cli.StringFlag{Name: "strategy", Usage: "none, fifo, retrieval, llmlingua, prompting, guideline, pace or plan-aware (default: the job's compression.strategy, else none)"},
-			&cli.StringFlag{Name: "guideline", Usage: "history guideline template (strategies guideline, plan-aware)"},
-			&cli.StringFlag{Name: "observation-guideline", Usage: "observation guideline template (strategies guideline, plan-aware)"},
+			&cli.StringFlag{Name: "strategy", Usage: "compression strategy, one of those listed above (default: the job's compression.strategy, else none)"},
+			&cli.StringFlag{Name: "guideline", Usage: "history guideline template (strategies that take a given guideline)"},
+			&cli.StringFlag{Name: "observation-guideline", Usage: "observation guideline template (strategies that take a given guideline)"},
 		),
 		Action: func(c *cli.Context) error {
 			job, split, err := loadSplitJob(c)
@@ -33,10 +35,11 @@ func rolloutCommand() *cli.Command {
 			if name == "" {
 				name = string(compress.None)
 			}
-			strategy, err := compress.ParseName(name)
+			mod, err := compress.Lookup(name)
 			if err != nil {
 				return badInput(fmt.Errorf("--strategy: %w", err))
 			}
+			strategy := mod.Name
 			hist, obs, err := pipeline.StrategyGuidelines(job, strategy, c.String("guideline"), c.String("observation-guideline"))
 			if err != nil {
 				return badInput(err)
