@@ -443,7 +443,6 @@ const (
 	maxTopK        = 100
 	maxStepLimit   = 1000
 	maxThreshold   = 1 << 20
-	maxFIFOKeep    = 1000
 	maxConcurrency = 1024
 	maxRounds      = 20
 	maxCandidates  = 50
