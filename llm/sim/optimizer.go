@@ -5,9 +5,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-)
 
-const originalMarker = "<<<ORIGINAL_PROMPT>>>"
+	"github.com/ctxopt/ctxopt/templates"
+)
 
 // lengthFooter is the paper's CO footer (ACON G.7), Jinja default filter
 // and all: the guideline validator is expected to repair it.
@@ -18,14 +18,11 @@ const lengthFooter = "Target summaries well under {{ max_chars | default(1500) }
 const brokenLine = "{% if prev_summary %}Update the previous summary instead of rewriting it."
 
 var (
-	ruleLineRe   = regexp.MustCompile(`^\s*- RULE:\s*(.+?)\s*$`)
-	removeLineRe = regexp.MustCompile(`^\s*- REMOVE \[([^\]]+)\]`)
-	// coHintRe recognises a CO update prompt that found nothing to remove:
-	// it still speaks of REMOVE lines, a UT prompt never does.
-	coHintRe = regexp.MustCompile(`\bREMOVE\b|(?i:compression step)`)
+	ruleLineRe   = regexp.MustCompile(`^\s*` + regexp.QuoteMeta(templates.RuleItem) + `\s*(.+?)\s*$`)
+	removeLineRe = regexp.MustCompile(`^\s*` + regexp.QuoteMeta(templates.RemoveItem) + `([^\]]+)\]`)
 )
 
-var errNoOriginal = errors.New("optimizer prompt lacks the two " + originalMarker + " lines around the current guideline (see docs/embedded-model.md, Optimizer)")
+var errNoOriginal = errors.New("optimizer prompt lacks the two " + templates.OriginalPrompt + " lines around the current guideline (see docs/embedded-model.md, Optimizer)")
 
 // optimize answers an update prompt with the revised guideline. It acts
 // on the diagnosis of the samples (the facts and state the compressed runs
@@ -57,7 +54,9 @@ func optimize(prompt string, sample int, variation uint64) (string, error) {
 			cats[asciiLower(strings.TrimSpace(m[1]))] = true
 		}
 	}
-	co := len(cats) > 0 || coHintRe.MatchString(outside)
+	// A CO prompt that found nothing to remove still has the headings of
+	// the removals.
+	co := len(cats) > 0 || strings.Contains(outside, templates.RemovalsHeading)
 
 	// Most frequent first, ties in order of first appearance. The sample
 	// index decides how many are taken: samples 0 and 1 take all, each
@@ -143,17 +142,17 @@ func (l lostFacts) kinds() []string {
 	return out
 }
 
-// diagnosis reads the "- " lines under every heading that ends in
-// "lost:" (update_ut.tmpl's "Facts or state the compressed context
-// lost:"): each fact sentence there is a fact of its relation's kind the
-// run lost; a "state ATTEMPTED QUERIES" line is the lost query log.
+// diagnosis reads the "- " lines under every heading of what the
+// compressed runs lost (templates.LostHeading, EvolveLostHeading): each
+// fact sentence there is a fact of its relation's kind the run lost; a
+// "state ATTEMPTED QUERIES" line is the lost query log.
 func diagnosis(text string) lostFacts {
 	l := lostFacts{count: map[string]int{}}
 	in := false
 	for line := range strings.Lines(text) {
 		t := strings.TrimSpace(line)
 		switch {
-		case strings.HasSuffix(asciiLower(t), "lost:"):
+		case t == templates.LostHeading || t == templates.EvolveLostHeading:
 			in = true
 			continue
 		case !in:
@@ -187,21 +186,21 @@ func splitOriginal(prompt string) (original, outside string, ok bool) {
 	if first < 0 {
 		return "", "", false
 	}
-	startBody := first + len(originalMarker)
+	startBody := first + len(templates.OriginalPrompt)
 	second := markerLine(prompt, startBody)
 	if second < 0 {
 		return "", "", false
 	}
 	original = strings.TrimPrefix(prompt[startBody:second], "\n")
 	original = strings.TrimRight(original, "\n")
-	return original, prompt[:first] + "\n" + prompt[second+len(originalMarker):], true
+	return original, prompt[:first] + "\n" + prompt[second+len(templates.OriginalPrompt):], true
 }
 
 // markerLine returns the offset of the next marker that stands on a line of
 // its own (blanks aside) at or after off, or -1.
 func markerLine(s string, off int) int {
 	for off <= len(s) {
-		i := strings.Index(s[off:], originalMarker)
+		i := strings.Index(s[off:], templates.OriginalPrompt)
 		if i < 0 {
 			return -1
 		}
@@ -213,10 +212,10 @@ func markerLine(s string, off int) int {
 		} else {
 			le += i
 		}
-		if strings.TrimSpace(s[ls:i]) == "" && strings.TrimSpace(s[i+len(originalMarker):le]) == "" {
+		if strings.TrimSpace(s[ls:i]) == "" && strings.TrimSpace(s[i+len(templates.OriginalPrompt):le]) == "" {
 			return i
 		}
-		off = i + len(originalMarker)
+		off = i + len(templates.OriginalPrompt)
 	}
 	return -1
 }
@@ -266,7 +265,7 @@ func insertRules(lines, add []string, broken bool) []string {
 	}
 	block := append([]string{"Rules:"}, items...)
 	for i, l := range lines {
-		if strings.Contains(asciiLower(l), "output format") && !strings.Contains(l, "{{") {
+		if strings.Contains(l, templates.OutputFormat) {
 			return slices.Insert(lines, i, append(block, "")...)
 		}
 	}

@@ -25,7 +25,6 @@ const (
 
 var (
 	nextRe        = regexp.MustCompile(`Next unanswered: Q(\d+)\.`)
-	allAnsweredRe = regexp.MustCompile(`Every question has an answer; call finish\.`)
 	answeredArgRe = regexp.MustCompile(`"question"\s*:\s*(\d+)`)
 	chunkLineRe   = regexp.MustCompile(`(?m)^\[chunk (\d+) \| (brief|placeholder)\] (.*)$`)
 	glimpsedRe    = regexp.MustCompile(`"chunks"\s*:\s*\[([0-9,\s]*)\]`)
@@ -166,19 +165,19 @@ func glimpseTurn(q question, ids []int) agentTurn {
 	return agentTurn{Thought: fmt.Sprintf("A hidden chunk mentions %s (Q%d); looking at it.", q.Ent, q.N), Call: toolCall{Name: glimpseToolName, Args: string(args)}}
 }
 
+// allAnswered is how qa's long-horizon variant says the work is done
+// (docs/embedded-model.md, "Agent: answer and glimpse").
+const allAnswered = "Every question has an answer"
+
 // nextQuestion is the question to work on, 0 when every question has an
 // answer: the last "Next unanswered" the environment reported, else the
 // first question no visible answer call covers.
 func nextQuestion(c *agentContext, total int) int {
 	text := string(c.text)
 	next := nextRe.FindAllStringSubmatchIndex(text, -1)
-	done := allAnsweredRe.FindAllStringIndex(text, -1)
-	lastNext, lastDone := -1, -1
+	lastNext, lastDone := -1, strings.LastIndex(text, allAnswered)
 	if len(next) > 0 {
 		lastNext = next[len(next)-1][0]
-	}
-	if len(done) > 0 {
-		lastDone = done[len(done)-1][0]
 	}
 	switch {
 	case lastDone > lastNext:
