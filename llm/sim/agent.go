@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -200,13 +201,7 @@ func (c *agentContext) cachedLine(q question) bool {
 }
 
 func (c *agentContext) visible(query string) bool {
-	l := asciiLower(query)
-	for _, s := range c.queries {
-		if s == l {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.queries, asciiLower(query))
 }
 
 // taskQuestions parses the questions of the task, the first user message.

@@ -360,16 +360,15 @@ func compress(prompt string, tok *llm.Tokenizer, variation uint64) string {
 	return compressHistory(in, d, tok, variation)
 }
 
-func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, variation uint64) string {
-	var all []fact
-	var queries []string
+// shown returns the facts and search queries of the prompt's summaries and
+// steps, and the number of its last step (0 for none).
+func (in compressorInput) shown() (facts []fact, queries []string, lastStep int) {
 	for _, s := range in.Summaries {
-		all = append(all, parseFacts(s.Body)...)
+		facts = append(facts, parseFacts(s.Body)...)
 		queries = append(queries, queryLines(s.Body)...)
 	}
-	lastStep := 0
 	for _, st := range in.Steps {
-		all = append(all, parseFacts(st.Obs)...)
+		facts = append(facts, parseFacts(st.Obs)...)
 		if len(st.Actions) > 0 {
 			if q := st.Actions[0].query(); q != "" {
 				queries = append(queries, q)
@@ -377,6 +376,21 @@ func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, varia
 		}
 		lastStep = max(lastStep, st.N)
 	}
+	return facts, queries, lastStep
+}
+
+// addLists adds the PENDING and ATTEMPTED QUERIES sections d asks for.
+func (doc *outDoc) addLists(d directives, qs []question, answered []bool, queries []string) {
+	if d.Pending {
+		doc.Sections = append(doc.Sections, outSection{Heading: "PENDING:", Items: pendingLines(qs, answered), Prio: prioPending})
+	}
+	if d.QueryLog {
+		doc.Sections = append(doc.Sections, outSection{Heading: "ATTEMPTED QUERIES:", Items: queryLogLines(queries), Prio: prioQueries})
+	}
+}
+
+func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, variation uint64) string {
+	all, queries, lastStep := in.shown()
 	facts := classify(all, in.Questions)
 
 	var kept, other []string
@@ -427,15 +441,10 @@ func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, varia
 			{Heading: "OTHER FACTS:", Items: other, Prio: prioOther},
 		},
 	}
-	if d.Pending {
-		doc.Sections = append(doc.Sections, outSection{Heading: "PENDING:", Items: pendingLines(in.Questions, answered), Prio: prioPending})
+	if d.QueryOpenOnly {
+		queries = openQueries(in.Questions, answered, queries)
 	}
-	if d.QueryLog {
-		if d.QueryOpenOnly {
-			queries = openQueries(in.Questions, answered, queries)
-		}
-		doc.Sections = append(doc.Sections, outSection{Heading: "ATTEMPTED QUERIES:", Items: queryLogLines(queries), Prio: prioQueries})
-	}
+	doc.addLists(d, in.Questions, answered, queries)
 	doc.fit(tok, d.Limits)
 	return doc.render()
 }
@@ -524,22 +533,8 @@ func queryLogLines(queries []string) []string {
 func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, variation uint64) string {
 	// What the history already shows, for PENDING and to find the entity of
 	// the search that produced the observation.
-	var histFacts []fact
-	var queries []string
-	for _, s := range in.Summaries {
-		histFacts = append(histFacts, parseFacts(s.Body)...)
-		queries = append(queries, queryLines(s.Body)...)
-	}
-	stepN := 1
-	for _, st := range in.Steps {
-		histFacts = append(histFacts, parseFacts(st.Obs)...)
-		if len(st.Actions) > 0 {
-			if q := st.Actions[0].query(); q != "" {
-				queries = append(queries, q)
-			}
-		}
-		stepN = max(stepN, st.N+1)
-	}
+	histFacts, queries, lastStep := in.shown()
+	stepN := lastStep + 1
 	known := make([]bool, len(in.Questions))
 	for _, f := range classify(histFacts, in.Questions) {
 		if f.Q >= 0 {
@@ -606,12 +601,7 @@ func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, v
 			{Heading: "OTHER FACTS:", Items: other, Prio: prioOther},
 		},
 	}
-	if d.Pending {
-		doc.Sections = append(doc.Sections, outSection{Heading: "PENDING:", Items: pendingLines(in.Questions, answered), Prio: prioPending})
-	}
-	if d.QueryLog {
-		doc.Sections = append(doc.Sections, outSection{Heading: "ATTEMPTED QUERIES:", Items: queryLogLines(queries), Prio: prioQueries})
-	}
+	doc.addLists(d, in.Questions, answered, queries)
 	doc.fit(tok, d.Limits)
 	out := doc.render()
 	if strings.HasSuffix(out, "# Refined Observation\n") {

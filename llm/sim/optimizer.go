@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"regexp"
 	"slices"
@@ -115,14 +116,7 @@ func dropped(n, s int) int {
 // cmpHash orders strings by a hash mixed with seed: a seeded shuffle
 // that does not depend on the input order.
 func cmpHash(seed uint64, a, b string) int {
-	ha, hb := mix(hashStrings(a)^seed), mix(hashStrings(b)^seed)
-	switch {
-	case ha < hb:
-		return -1
-	case ha > hb:
-		return 1
-	}
-	return 0
+	return cmp.Compare(mix(hashStrings(a)^seed), mix(hashStrings(b)^seed))
 }
 
 // lostFacts is the diagnosis an update prompt carries: the kinds of fact

@@ -34,13 +34,7 @@ var planIgnoredPhrases = []string{"ignore the plan", "disregard the plan", "do n
 // planIgnored reports whether the prompt tells the compressor to ignore the
 // plan.
 func planIgnored(prompt string) bool {
-	l := asciiLower(strings.Join(strings.Fields(prompt), " "))
-	for _, p := range planIgnoredPhrases {
-		if strings.Contains(l, p) {
-			return true
-		}
-	}
-	return false
+	return anyPhrase(asciiLower(strings.Join(strings.Fields(prompt), " ")), planIgnoredPhrases...)
 }
 
 // paceWords is the length of a detailed summary (PACE: about 100 words).
