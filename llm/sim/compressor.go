@@ -567,13 +567,12 @@ func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, v
 			other = append(other, "- "+f.Sentence)
 		case strict:
 		case !lossyKeepAt(f.fact, stepN, variation):
-		case focused:
-			main = append(main, identified(f.fact))
-			if f.Q >= 0 {
-				answered[f.Q] = true
+		case focused || d.OtherFacts:
+			if focused {
+				main = append(main, identified(f.fact))
+			} else {
+				other = append(other, identified(f.fact))
 			}
-		case d.OtherFacts:
-			other = append(other, identified(f.fact))
 			if f.Q >= 0 {
 				answered[f.Q] = true
 			}

@@ -45,7 +45,8 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 		search = search || t.Name == searchToolName
 		readInput = readInput || t.Name == readInputToolName
 	}
-	if readInput && !hasTurn(msgs) {
+	// Read the input first, while the context shows no turn of the agent.
+	if readInput && !slices.ContainsFunc(msgs, func(m llm.Message) bool { return m.Role == "assistant" }) {
 		return agentTurn{Thought: "Reading the input first.", Call: toolCall{Name: readInputToolName, Args: "{}"}}
 	}
 	if !answerMode && !glimpse {
@@ -124,30 +125,14 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 // givenQuestions are the "Qn: question" lines of every message but the
 // system prompt, the first of each number.
 func givenQuestions(msgs []llm.Message) []question {
-	var qs []question
-	seen := map[int]bool{}
+	var b strings.Builder
 	for _, m := range msgs {
-		if m.Role == "system" || m.Role == "developer" {
-			continue
-		}
-		for _, q := range parseQuestions(m.Content) {
-			if !seen[q.N] {
-				seen[q.N] = true
-				qs = append(qs, q)
-			}
+		if m.Role != "system" && m.Role != "developer" {
+			b.WriteString(m.Content)
+			b.WriteByte('\n')
 		}
 	}
-	return qs
-}
-
-// hasTurn reports whether the context shows an earlier turn of the agent.
-func hasTurn(msgs []llm.Message) bool {
-	for _, m := range msgs {
-		if m.Role == "assistant" {
-			return true
-		}
-	}
-	return false
+	return parseQuestions(b.String())
 }
 
 func answerTurn(q question, a string) agentTurn {
