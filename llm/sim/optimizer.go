@@ -35,39 +35,57 @@ func optimize(prompt string, sample int, variation uint64) (string, error) {
 	if !ok {
 		return "", errNoOriginal
 	}
-	var rules []string
-	count := map[string]int{}
-	spelled := map[string]string{}
-	cats := map[string]bool{}
-	lost := diagnosis(outside)
+	fb := readFeedback(outside)
+	// A CO prompt that found nothing to remove still has the headings of
+	// the removals.
+	co := len(fb.cats) > 0 || strings.Contains(outside, templates.RemovalsHeading)
+	lines := strings.Split(original, "\n")
+	lines = slices.DeleteFunc(lines, func(l string) bool { return removable(l, fb.cats) })
+	add := newRules(lines, diagnosis(outside), fb, sample, variation)
+	if co && !strings.Contains(original, "Target summaries well under") {
+		add = append(add, lengthFooter)
+	}
+	broken := sample > 0 && hashInts(hashStrings("broken", prompt), sample)%4 == 0
+	lines = insertRules(lines, add, broken)
+	return strings.Join(lines, "\n"), nil
+}
+
+// feedback is what the RULE and REMOVE lines of an update prompt ask for.
+type feedback struct {
+	rules   []string // lower-case, in order of first appearance
+	count   map[string]int
+	spelled map[string]string
+	cats    map[string]bool // removal categories, lower-case
+}
+
+func readFeedback(outside string) feedback {
+	fb := feedback{count: map[string]int{}, spelled: map[string]string{}, cats: map[string]bool{}}
 	for line := range strings.Lines(outside) {
 		line = strings.TrimRight(line, "\r\n")
 		if m := ruleLineRe.FindStringSubmatch(line); m != nil {
 			k := asciiLower(m[1])
-			if count[k] == 0 {
-				rules = append(rules, k)
-				spelled[k] = m[1]
+			if fb.count[k] == 0 {
+				fb.rules = append(fb.rules, k)
+				fb.spelled[k] = m[1]
 			}
-			count[k]++
+			fb.count[k]++
 			continue
 		}
 		if m := removeLineRe.FindStringSubmatch(line); m != nil {
-			cats[asciiLower(strings.TrimSpace(m[1]))] = true
+			fb.cats[asciiLower(strings.TrimSpace(m[1]))] = true
 		}
 	}
-	// A CO prompt that found nothing to remove still has the headings of
-	// the removals.
-	co := len(cats) > 0 || strings.Contains(outside, templates.RemovalsHeading)
+	return fb
+}
 
-	// Most frequent first, ties in order of first appearance. The sample
-	// index decides how many are taken: samples 0 and 1 take all, each
-	// further pair one fewer, so K samples of one feedback set differ.
-	order := slices.Clone(rules)
-	slices.SortStableFunc(order, func(a, b string) int { return count[b] - count[a] })
-	order = order[:len(order)-dropped(len(order), sample)]
-
-	lines := strings.Split(original, "\n")
-	lines = slices.DeleteFunc(lines, func(l string) bool { return removable(l, cats) })
+// newRules are the rules to add to the guideline lines: first its own from
+// the diagnosis (the kinds of fact lost, the most often lost first; the
+// query log when the runs lost track of their searches), then the RULE
+// lines, most frequent first (ties in order of first appearance). The
+// sample index decides how many kinds and RULE lines are taken: samples 0
+// and 1 take all, each further pair one fewer, so K samples of one
+// feedback set differ. Rules the guideline has already are left out.
+func newRules(lines []string, lost lostFacts, fb feedback, sample int, variation uint64) []string {
 	present := map[string]bool{}
 	for _, l := range lines {
 		present[asciiLower(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")))] = true
@@ -79,29 +97,22 @@ func optimize(prompt string, sample int, variation uint64) (string, error) {
 			present[k] = true
 		}
 	}
-	// Rules of its own from the diagnosis: the kinds of fact lost, the
-	// most often lost first, the sample index dropping the rarest as
-	// above; the query log when the runs lost track of their searches.
 	if rels := lost.kinds(); len(rels) > 0 {
 		rels = rels[:len(rels)-dropped(len(rels), sample)]
 		if variation != 0 {
-			rng := variation
-			slices.SortStableFunc(rels, func(a, b string) int { return cmpHash(rng, a, b) })
+			slices.SortStableFunc(rels, func(a, b string) int { return cmpHash(variation, a, b) })
 		}
 		addRule(factRule(rels, variation))
 	}
 	if lost.queries {
 		addRule(queryRule)
 	}
-	for _, k := range order {
-		addRule(spelled[k])
+	order := slices.Clone(fb.rules)
+	slices.SortStableFunc(order, func(a, b string) int { return fb.count[b] - fb.count[a] })
+	for _, k := range order[:len(order)-dropped(len(order), sample)] {
+		addRule(fb.spelled[k])
 	}
-	if co && !strings.Contains(original, "Target summaries well under") {
-		add = append(add, lengthFooter)
-	}
-	broken := sample > 0 && hashInts(hashStrings("broken", prompt), sample)%4 == 0
-	lines = insertRules(lines, add, broken)
-	return strings.Join(lines, "\n"), nil
+	return add
 }
 
 // dropped is how many of n items sample s leaves out: none for samples 0
