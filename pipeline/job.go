@@ -23,7 +23,7 @@ import (
 	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/yamlpos"
 	"github.com/ctxopt/ctxopt/llm"
-	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/llm/embedded"
 	"github.com/ctxopt/ctxopt/rollout"
 	"github.com/ctxopt/ctxopt/synth"
 )
@@ -36,7 +36,7 @@ type Job struct {
 	Name        string          `yaml:"name" json:"name"`
 	Seed        int             `yaml:"seed" json:"seed"`
 	Env         EnvSpec         `yaml:"env" json:"env"`
-	Embedded    sim.Config      `yaml:"embedded" json:"embedded"`
+	Embedded    embedded.Config `yaml:"embedded" json:"embedded"`
 	Roles       Roles           `yaml:"roles" json:"roles"`
 	Compression CompressionSpec `yaml:"compression" json:"compression"`
 	Rollout     RolloutSpec     `yaml:"rollout" json:"rollout"`

@@ -19,7 +19,7 @@ import (
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/llm"
-	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/llm/embedded"
 	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/rollout"
 	"github.com/ctxopt/ctxopt/templates"
@@ -58,7 +58,7 @@ type Runtime struct {
 	Tokenizer  *llm.Tokenizer
 
 	cache     *llm.Cache
-	sim       *sim.Server
+	sim       *embedded.Server
 	malformed *malformedLog
 	roles     Roles // the job's, with the embedded model's address filled in
 }
@@ -125,7 +125,7 @@ func (rt *Runtime) resolveEmbedded(ctx context.Context, c *llm.RoleConfig) error
 		return nil
 	}
 	if rt.sim == nil {
-		s, err := sim.Start(ctx, "127.0.0.1:0", rt.Job.Embedded)
+		s, err := embedded.Start(ctx, "127.0.0.1:0", rt.Job.Embedded)
 		if err != nil {
 			return fmt.Errorf("start embedded model: %w", err)
 		}
@@ -135,7 +135,7 @@ func (rt *Runtime) resolveEmbedded(ctx context.Context, c *llm.RoleConfig) error
 	c.BaseURL = rt.sim.URL()
 	// The version keeps answers cached by an older embedded model from
 	// being served as this one's.
-	c.CacheEndpoint = Embedded + ":" + sim.ModelName + "@" + sim.Version
+	c.CacheEndpoint = Embedded + ":" + embedded.ModelName + "@" + embedded.Version
 	return nil
 }
 
@@ -145,7 +145,7 @@ func (rt *Runtime) EmbeddedVersion() string {
 	if rt.sim == nil {
 		return ""
 	}
-	return sim.Version
+	return embedded.Version
 }
 
 // ModelInputs identify the models the job's roles reach beyond their
@@ -197,7 +197,7 @@ func (rt *Runtime) modelInputs(src Roles, used func(name string) bool) any {
 	in := struct {
 		Roles    map[string]llm.RoleConfig `json:"roles"`
 		Version  string                    `json:"embedded_version,omitempty"`
-		Embedded *sim.Config               `json:"embedded,omitempty"`
+		Embedded *embedded.Config          `json:"embedded,omitempty"`
 	}{Roles: roles}
 	if v := rt.EmbeddedVersion(); v != "" {
 		a := rt.Job.Embedded.AnswerSettings()
@@ -228,7 +228,7 @@ func (rt *Runtime) compressorRole(baseURL, model string) llm.RoleConfig {
 	if baseURL != "" {
 		c.BaseURL = baseURL
 		if baseURL == Embedded && model == "" {
-			model = sim.ModelName
+			model = embedded.ModelName
 		}
 	}
 	if model != "" {

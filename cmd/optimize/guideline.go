@@ -14,7 +14,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
-	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/llm/embedded"
 	"github.com/ctxopt/ctxopt/pipeline"
 )
 
@@ -277,13 +277,13 @@ func guidelineValidate(c *cli.Context) error {
 			return badInput(fmt.Errorf("--kind: %w", err))
 		}
 	}
-	embedded := false
+	onEmbedded := false
 	if cfg := c.String("config"); cfg != "" {
 		job, err := pipeline.LoadJob(cfg)
 		if err != nil {
 			return badInput(err)
 		}
-		embedded = job.Roles.Compressor.BaseURL == pipeline.Embedded
+		onEmbedded = job.Roles.Compressor.BaseURL == pipeline.Embedded
 	}
 	var rejected []string
 	for _, file := range files {
@@ -305,8 +305,8 @@ func guidelineValidate(c *cli.Context) error {
 		if !rep.OK {
 			rejected = append(rejected, file)
 		}
-		if embedded {
-			if u := sim.Understood(string(b)); len(u) == 0 {
+		if onEmbedded {
+			if u := embedded.Understood(string(b)); len(u) == 0 {
 				fmt.Fprintf(c.App.ErrWriter, "%s: warning: the job's compressor is the embedded model, which understands no directive of this guideline and compresses with its defaults (see docs/embedded-model.md, Fact directives)\n", file)
 			} else {
 				fmt.Fprintf(c.App.Writer, "%s: the embedded model reads: %s\n", file, strings.Join(u, "; "))

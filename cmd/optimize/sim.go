@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/llm/embedded"
 )
 
 func simCommand() *cli.Command {
@@ -17,20 +17,20 @@ func simCommand() *cli.Command {
 			"base_url at the logged URL. The fault flags inject latency, 429s, 5xx, timeouts and malformed tool\n" +
 			"calls at the given rates, drawn from a hash of each request and its arrival count.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: sim.DefaultAddr, Usage: "`ADDR` to listen on (port 0 picks a free one)"},
+			&cli.StringFlag{Name: "listen", Value: embedded.DefaultAddr, Usage: "`ADDR` to listen on (port 0 picks a free one)"},
 			&cli.DurationFlag{Name: "latency", Usage: "answer every call after `D`"},
 			&cli.Float64Flag{Name: "rate-429", Usage: "share of calls answered 429 with Retry-After"},
 			&cli.Float64Flag{Name: "rate-5xx", Usage: "share of calls answered 500 or 503"},
 			&cli.Float64Flag{Name: "rate-timeout", Usage: "share of calls held for --hang or until the client goes away"},
 			&cli.Float64Flag{Name: "rate-malformed", Usage: "share of agent calls whose tool-call arguments are cut to invalid JSON"},
-			&cli.DurationFlag{Name: "retry-after", Value: sim.DefaultRetryAfter, Usage: "Retry-After of 429 answers"},
-			&cli.DurationFlag{Name: "hang", Value: sim.DefaultHang, Usage: "how long a timeout fault holds a call"},
+			&cli.DurationFlag{Name: "retry-after", Value: embedded.DefaultRetryAfter, Usage: "Retry-After of 429 answers"},
+			&cli.DurationFlag{Name: "hang", Value: embedded.DefaultHang, Usage: "how long a timeout fault holds a call"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
 				return badInput(fmt.Errorf("unexpected argument %q: optimize sim takes only flags", c.Args().First()))
 			}
-			cfg := sim.Config{
+			cfg := embedded.Config{
 				Latency:       c.Duration("latency"),
 				Rate429:       c.Float64("rate-429"),
 				Rate5xx:       c.Float64("rate-5xx"),
@@ -42,7 +42,7 @@ func simCommand() *cli.Command {
 			if err := cfg.Validate(); err != nil {
 				return badInput(fmt.Errorf("fault flags (rates in [0,1], durations >= 0): %w", err))
 			}
-			srv, err := sim.Start(c.Context, c.String("listen"), cfg)
+			srv, err := embedded.Start(c.Context, c.String("listen"), cfg)
 			if err != nil {
 				return badInput(fmt.Errorf("--listen: %w", err))
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -200,13 +201,7 @@ func (c *agentContext) cachedLine(q question) bool {
 }
 
 func (c *agentContext) visible(query string) bool {
-	l := asciiLower(query)
-	for _, s := range c.queries {
-		if s == l {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.queries, asciiLower(query))
 }
 
 // taskQuestions parses the questions of the task, the first user message.
@@ -238,22 +233,24 @@ func agentReply(msgs []llm.Message) agentTurn {
 			answers[i] = unknownAnswer
 			continue
 		}
-		query := nextQuery(c, q, n)
-		args, _ := json.Marshal(struct {
-			Query string `json:"query"`
-		}{query})
-		return agentTurn{
-			Thought: fmt.Sprintf("Looking up Q%d, try %d.", q.N, n+1),
-			Call:    toolCall{Name: "search", Args: string(args)},
-		}
+		return searchTurn(c, q, n)
 	}
+	return finishTurn("Every question is answered or given up; submitting the answers.", answers)
+}
+
+// searchTurn looks q up for the (n+1)th time.
+func searchTurn(c *agentContext, q question, n int) agentTurn {
+	args, _ := json.Marshal(struct {
+		Query string `json:"query"`
+	}{nextQuery(c, q, n)})
+	return agentTurn{Thought: fmt.Sprintf("Looking up Q%d, try %d.", q.N, n+1), Call: toolCall{Name: "search", Args: string(args)}}
+}
+
+func finishTurn(thought string, answers []string) agentTurn {
 	args, _ := json.Marshal(struct {
 		Answers []string `json:"answers"`
 	}{answers})
-	return agentTurn{
-		Thought: "Every question is answered or given up; submitting the answers.",
-		Call:    toolCall{Name: "finish", Args: string(args)},
-	}
+	return agentTurn{Thought: thought, Call: toolCall{Name: "finish", Args: string(args)}}
 }
 
 // nextQuery is attempt n's query: the question, then "E R", then "E". A

@@ -10,16 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-)
 
-// Markers of the analysis prompts (templates/analysis_ut.tmpl, analysis_co.tmpl).
-const (
-	baselineStart   = "BASELINE_HISTORY_START"
-	baselineEnd     = "BASELINE_HISTORY_END"
-	optimizedStart  = "OPTIMIZED_HISTORY_START"
-	optimizedEnd    = "OPTIMIZED_HISTORY_END"
-	compressedStart = "COMPRESSED_HISTORY_START"
-	compressedEnd   = "COMPRESSED_HISTORY_END"
+	"github.com/ctxopt/ctxopt/templates"
 )
 
 // Remediation rules name the kinds of fact (the relations) the compressed
@@ -77,16 +69,16 @@ var coPatterns = map[string]string{
 	"formatting":      "PENDING list restating the task's questions",
 }
 
-var errNoAnalysisMarkers = errors.New("analyzer prompt has neither " + baselineStart + " nor " + compressedStart + " markers (see docs/embedded-model.md, Analyzer)")
+var errNoAnalysisMarkers = errors.New("analyzer prompt has neither " + templates.BaselineStart + " nor " + templates.CompressedStart + " markers (see docs/embedded-model.md, Analyzer)")
 
 // analyze answers an analysis prompt: UT (baseline vs compressed run) or CO
 // (one successful compressed run).
 func analyze(prompt string, variation uint64) (string, error) {
 	var v any
 	switch {
-	case strings.Contains(prompt, baselineStart):
+	case strings.Contains(prompt, templates.BaselineStart):
 		v = analyzeUT(prompt, variation)
-	case strings.Contains(prompt, compressedStart):
+	case strings.Contains(prompt, templates.CompressedStart):
 		v = analyzeCO(prompt)
 	default:
 		return "", errNoAnalysisMarkers
@@ -230,8 +222,11 @@ type utAnalysis struct {
 }
 
 var (
-	metaRe     = regexp.MustCompile(`\b(baseline_env_steps|optimized_env_steps|step_ratio|performance_regression|baseline_success|optimized_success)=(\S*)`)
-	taskNameRe = regexp.MustCompile(`(?mi)^[ \t]*(?:task_name|task):[ \t]*(\S.*?)[ \t]*$`)
+	metaRe = regexp.MustCompile(`\b(` + strings.Join([]string{
+		templates.OutcomeBaselineSteps, templates.OutcomeOptimizedSteps, templates.OutcomeStepRatio,
+		templates.OutcomeRegression, templates.OutcomeOptimizedSuccess,
+	}, "|") + `)=(\S*)`)
+	taskNameRe = regexp.MustCompile(`(?mi)^[ \t]*` + regexp.QuoteMeta(templates.TaskLabel) + `[ \t]*(\S.*?)[ \t]*$`)
 )
 
 // utMeta is what the UT prompt says about the two runs.
@@ -251,19 +246,19 @@ func parseUTMeta(outside string) utMeta {
 	for _, mm := range metaRe.FindAllStringSubmatch(outside, -1) {
 		v := strings.Trim(mm[2], ",;")
 		switch mm[1] {
-		case "baseline_env_steps":
+		case templates.OutcomeBaselineSteps:
 			m.baseSteps = parseIntPtr(v)
-		case "optimized_env_steps":
+		case templates.OutcomeOptimizedSteps:
 			m.optSteps = parseIntPtr(v)
-		case "step_ratio":
+		case templates.OutcomeStepRatio:
 			if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
 				m.ratio = &f
 			}
-		case "performance_regression":
+		case templates.OutcomeRegression:
 			if b, err := strconv.ParseBool(v); err == nil {
 				m.regression, m.regressionSet = b, true
 			}
-		case "optimized_success":
+		case templates.OutcomeOptimizedSuccess:
 			if b, err := strconv.ParseBool(v); err == nil {
 				m.optSuccess = &b
 			}
@@ -311,8 +306,8 @@ func answeringFacts(r run, qs []question) []answeringFact {
 }
 
 func analyzeUT(prompt string, variation uint64) utAnalysis {
-	baseText, _ := between(prompt, baselineStart, baselineEnd)
-	optText, _ := between(prompt, optimizedStart, optimizedEnd)
+	baseText, _ := between(prompt, templates.BaselineStart, templates.BaselineEnd)
+	optText, _ := between(prompt, templates.OptimizedStart, templates.OptimizedEnd)
 	outside := prompt
 	for _, sec := range []string{baseText, optText} {
 		if sec != "" {
@@ -322,7 +317,27 @@ func analyzeUT(prompt string, variation uint64) utAnalysis {
 	qs := parseQuestions(outside)
 	meta := parseUTMeta(outside)
 	base, opt := parseRun(baseText), parseRun(optText)
+	a := newUTAnalysis(meta)
+	end := endOf(opt)
+	baseFacts := answeringFacts(base, qs)
+	var f utFindings
+	f.missingQs, f.firstMissing = a.compareFacts(baseFacts, qs, end, opt.finalAnswers())
+	f.repeat, f.looping = a.repeatedSearches(opt, qs, f.missingQs)
+	if f.repeat.step > 0 && (end.last == nil || len(queryLines(end.last.Body)) == 0) {
+		a.LostState = append(a.LostState, lostQueryLog(base))
+	}
+	a.ActionErrors = append(a.ActionErrors, actionErrors(opt)...)
+	a.Timeline = timeline(opt, baseFacts, qs)
+	f.lostOpen = end.lostOpen(qs)
+	a.diagnose(f, qs, variation)
+	a.Divergence = divergence(f, end.where)
+	a.Reliability = f.reliability(a)
+	a.Summary = mechanism(a, len(f.missingQs), meta)
+	return a
+}
 
+// newUTAnalysis starts the G.1 object with every list empty, not null.
+func newUTAnalysis(meta utMeta) utAnalysis {
 	a := utAnalysis{
 		TaskName:              meta.taskName,
 		RootCauses:            []string{},
@@ -342,57 +357,100 @@ func analyzeUT(prompt string, variation uint64) utAnalysis {
 	if a.TaskName == "" {
 		a.TaskName = "unknown"
 	}
-	// What the compressed run still held at its end: its last summary, or
-	// every refined observation when nothing was summarized.
-	var ref []fact
-	var last *summaryBlock
+	return a
+}
+
+// runEnd is what the compressed run still held at its end: its last
+// summary, or every refined observation when nothing was summarized.
+type runEnd struct {
+	facts []fact
+	keys  map[string]bool
+	last  *summaryBlock
+	// later maps the facts read after the last summary to the step that
+	// first read each.
+	later map[string]int
+	where string
+}
+
+func endOf(opt run) runEnd {
+	e := runEnd{keys: map[string]bool{}, where: "the compressed run's refined observations"}
 	if n := len(opt.Summaries); n > 0 {
-		last = &opt.Summaries[n-1]
-		ref = parseFacts(last.Body)
-	} else {
+		e.last = &opt.Summaries[n-1]
+		e.facts = parseFacts(e.last.Body)
+		e.where = "the last HISTORY_SUMMARY"
+		e.later = map[string]int{}
 		for _, st := range opt.Steps {
-			ref = append(ref, parseFacts(st.Obs)...)
-		}
-	}
-	refKeys := map[string]bool{}
-	for _, f := range ref {
-		refKeys[f.key()] = true
-	}
-	finals := opt.finalAnswers()
-	var later map[string]int
-	if last != nil {
-		later = map[string]int{}
-		for _, st := range opt.Steps {
-			if st.At > last.At {
-				for _, f := range parseFacts(st.Obs) {
-					if _, ok := later[f.key()]; !ok {
-						later[f.key()] = st.N
-					}
+			if st.At <= e.last.At {
+				continue
+			}
+			for _, f := range parseFacts(st.Obs) {
+				if _, ok := e.later[f.key()]; !ok {
+					e.later[f.key()] = st.N
 				}
 			}
 		}
+	} else {
+		for _, st := range opt.Steps {
+			e.facts = append(e.facts, parseFacts(st.Obs)...)
+		}
 	}
-	where := "the compressed run's refined observations"
-	if last != nil {
-		where = "the last HISTORY_SUMMARY"
+	for _, f := range e.facts {
+		e.keys[f.key()] = true
 	}
+	return e
+}
 
-	baseFacts := answeringFacts(base, qs)
+// about returns the first fact held at the end that answers q, or nil.
+func (e runEnd) about(q question) *fact {
+	for i := range e.facts {
+		if e.facts[i].about(q) {
+			return &e.facts[i]
+		}
+	}
+	return nil
+}
+
+// lostOpen reports whether the last summary has no PENDING or TODO section
+// and leaves a question unanswered.
+func (e runEnd) lostOpen(qs []question) bool {
+	if e.last == nil {
+		return false
+	}
+	for _, s := range sections(e.last.Body) {
+		if s.Name == "PENDING" || s.Name == "TODO" {
+			return false
+		}
+	}
+	return slices.ContainsFunc(qs, func(q question) bool { return e.about(q) == nil })
+}
+
+// utFindings are what the UT diagnosis is drawn from.
+type utFindings struct {
+	missingQs    []int // questions whose baseline fact the end lacks
+	firstMissing *answeringFact
+	repeat       repeatedSearch // the earliest repeated search
+	looping      bool           // a search was issued three times or more
+	lostOpen     bool
+}
+
+// repeatedSearch is a search issued again at step, first issued at from.
+type repeatedSearch struct {
+	step, from int
+	query      string
+}
+
+// compareFacts reports each baseline fact the end of the compressed run
+// lacks or states with another answer. It returns the questions whose fact
+// went missing and the first such fact.
+func (a *utAnalysis) compareFacts(baseFacts []answeringFact, qs []question, end runEnd, finals []string) ([]int, *answeringFact) {
 	var missingQs []int
-	var firstMissing *answeringFact
+	var first *answeringFact
 	for _, bf := range baseFacts {
-		if refKeys[bf.key()] {
+		if end.keys[bf.key()] {
 			continue
 		}
 		q := qs[bf.Q]
-		var changed *fact
-		for i := range ref {
-			if ref[i].about(q) {
-				changed = &ref[i]
-				break
-			}
-		}
-		if changed != nil {
+		if changed := end.about(q); changed != nil {
 			a.SummaryInaccuracies = append(a.SummaryInaccuracies, summaryInaccuracy{
 				SummaryExcerpt: changed.Sentence, IssueType: "wrong value",
 				Correct: bf.Sentence, Impact: fmt.Sprintf("Q%d would be answered %q instead of %q.", q.N, changed.Ans, bf.Ans),
@@ -404,42 +462,48 @@ func analyzeUT(prompt string, variation uint64) utAnalysis {
 			continue
 		}
 		missingQs = append(missingQs, bf.Q)
-		if firstMissing == nil {
-			firstMissing = &bf
-		}
-		impact := fmt.Sprintf("Q%d was still open when the compressed run ended.", q.N)
-		switch n, ok := later[bf.key()]; {
-		case ok:
-			impact = fmt.Sprintf("Q%d had to be found again after the summary (step %d).", q.N, n)
-		case bf.Q < len(finals) && !strings.EqualFold(finals[bf.Q], bf.Ans):
-			impact = fmt.Sprintf("Q%d was answered %q instead of %q.", q.N, finals[bf.Q], bf.Ans)
-		case bf.Q < len(finals):
-			impact = fmt.Sprintf("Q%d was answered only after searching again.", q.N)
+		if first == nil {
+			first = &bf
 		}
 		a.MissingFacts = append(a.MissingFacts, missingFact{
 			Baseline:  bf.Sentence,
-			Optimized: fmt.Sprintf("absent from %s (baseline read it at step %d)", where, bf.Step),
-			Impact:    impact,
+			Optimized: fmt.Sprintf("absent from %s (baseline read it at step %d)", end.where, bf.Step),
+			Impact:    missingImpact(bf, q, end, finals),
 		})
 	}
+	return missingQs, first
+}
 
-	// Searches the compressed run issued more than once.
+// missingImpact says what losing bf did to the compressed run.
+func missingImpact(bf answeringFact, q question, end runEnd, finals []string) string {
+	switch n, ok := end.later[bf.key()]; {
+	case ok:
+		return fmt.Sprintf("Q%d had to be found again after the summary (step %d).", q.N, n)
+	case bf.Q < len(finals) && !strings.EqualFold(finals[bf.Q], bf.Ans):
+		return fmt.Sprintf("Q%d was answered %q instead of %q.", q.N, finals[bf.Q], bf.Ans)
+	case bf.Q < len(finals):
+		return fmt.Sprintf("Q%d was answered only after searching again.", q.N)
+	}
+	return fmt.Sprintf("Q%d was still open when the compressed run ended.", q.N)
+}
+
+// repeatedSearches reports the searches the compressed run issued more
+// than once, and the recoveries it missed. It returns the earliest repeat
+// and whether a search was issued three times or more.
+func (a *utAnalysis) repeatedSearches(opt run, qs []question, missingQs []int) (first repeatedSearch, looping bool) {
 	order, at, spelled := opt.searches()
-	firstRepeat, firstRepeatQ := 0, ""
-	looping := false
 	for _, k := range order {
 		steps := at[k]
 		if len(steps) < 2 {
 			continue
 		}
-		if len(steps) >= 3 {
-			looping = true
+		looping = looping || len(steps) >= 3
+		if first.step == 0 || steps[1] < first.step {
+			first = repeatedSearch{step: steps[1], from: steps[0], query: spelled[k]}
 		}
-		if firstRepeat == 0 || steps[1] < firstRepeat {
-			firstRepeat, firstRepeatQ = steps[1], spelled[k]
-		}
+		qi := questionOfQuery(qs, k)
 		cause := "the summary kept no record of the searches already issued"
-		if qi := questionOfQuery(qs, k); qi >= 0 && slices.Contains(missingQs, qi) {
+		if qi >= 0 && slices.Contains(missingQs, qi) {
 			cause = fmt.Sprintf("the summary dropped the answer to Q%d that this search had found", qs[qi].N)
 		}
 		a.Inefficiencies = append(a.Inefficiencies, inefficiency{
@@ -449,30 +513,40 @@ func analyzeUT(prompt string, variation uint64) utAnalysis {
 			Cause:       cause,
 			Remediation: queryRule,
 		})
-		if qi := questionOfQuery(qs, k); qi >= 0 {
-			if f := firstObserved(opt, qs[qi], steps[len(steps)-1]); f != nil {
-				a.Recovery = append(a.Recovery, recovery{
-					Excerpt: fmt.Sprintf("action: search(%q) at step %d", spelled[k], steps[len(steps)-1]),
-					Fix:     fmt.Sprintf("carry %q from step %d in the summary instead of searching again", f.Sentence, f.Step),
-				})
-			}
+		if qi < 0 {
+			continue
+		}
+		lastAt := steps[len(steps)-1]
+		if f := firstObserved(opt, qs[qi], lastAt); f != nil {
+			a.Recovery = append(a.Recovery, recovery{
+				Excerpt: fmt.Sprintf("action: search(%q) at step %d", spelled[k], lastAt),
+				Fix:     fmt.Sprintf("carry %q from step %d in the summary instead of searching again", f.Sentence, f.Step),
+			})
 		}
 	}
-	if firstRepeat > 0 && (last == nil || len(queryLines(last.Body)) == 0) {
-		ev := "every search stays visible in the full context"
-		if border, bat, bsp := base.searches(); len(border) > 0 {
-			ev = fmt.Sprintf("search(%q) at baseline step %d stays visible until the end", bsp[border[0]], bat[border[0]][0])
-		}
-		a.LostState = append(a.LostState, lostState{
-			NameOrPattern:    "ATTEMPTED QUERIES",
-			BaselineEvidence: ev,
-			OptimizedIssue:   "the summary keeps no list of the queries already issued, so the agent cannot tell what it tried",
-		})
+	return first, looping
+}
+
+// lostQueryLog is the state a compressed run without a query log lost.
+func lostQueryLog(base run) lostState {
+	ev := "every search stays visible in the full context"
+	if order, at, spelled := base.searches(); len(order) > 0 {
+		ev = fmt.Sprintf("search(%q) at baseline step %d stays visible until the end", spelled[order[0]], at[order[0]][0])
 	}
-	for _, st := range opt.Steps {
+	return lostState{
+		NameOrPattern:    "ATTEMPTED QUERIES",
+		BaselineEvidence: ev,
+		OptimizedIssue:   "the summary keeps no list of the queries already issued, so the agent cannot tell what it tried",
+	}
+}
+
+// actionErrors lists the actions of r whose arguments are not JSON.
+func actionErrors(r run) []actionError {
+	var out []actionError
+	for _, st := range r.Steps {
 		for _, act := range st.Actions {
 			if act.Args != "" && !json.Valid([]byte(act.Args)) {
-				a.ActionErrors = append(a.ActionErrors, actionError{
+				out = append(out, actionError{
 					Excerpt:     fmt.Sprintf("action: %s(%s)", act.Name, act.Args),
 					ErrorType:   "invalid JSON arguments",
 					Improvement: "write complete JSON arguments",
@@ -480,39 +554,16 @@ func analyzeUT(prompt string, variation uint64) utAnalysis {
 			}
 		}
 	}
-	a.Timeline = timeline(opt, baseFacts, qs)
+	return out
+}
 
-	// Open questions the last summary neither answers nor lists.
-	lostOpen := false
-	if last != nil {
-		hasPending := false
-		for _, s := range sections(last.Body) {
-			if s.Name == "PENDING" || s.Name == "TODO" {
-				hasPending = true
-			}
-		}
-		if !hasPending {
-			for _, q := range qs {
-				answered := false
-				for _, f := range ref {
-					if f.about(q) {
-						answered = true
-						break
-					}
-				}
-				if !answered {
-					lostOpen = true
-					break
-				}
-			}
-		}
-	}
-
-	if len(missingQs) > 0 {
+// diagnose names the root causes and the rules that remedy them.
+func (a *utAnalysis) diagnose(f utFindings, qs []question, variation uint64) {
+	if len(f.missingQs) > 0 {
 		a.RootCauses = append(a.RootCauses, "Missing Critical Fact")
 		// The kinds of fact lost, in order of first loss.
 		var rels []string
-		for _, qi := range missingQs {
+		for _, qi := range f.missingQs {
 			if r := asciiLower(qs[qi].Rel); !slices.Contains(rels, r) {
 				rels = append(rels, r)
 			}
@@ -522,44 +573,46 @@ func analyzeUT(prompt string, variation uint64) utAnalysis {
 	if len(a.SummaryInaccuracies) > 0 {
 		a.RootCauses = append(a.RootCauses, "Incorrect Summary")
 	}
-	if firstRepeat > 0 {
+	if f.repeat.step > 0 {
 		a.RootCauses = append(a.RootCauses, "Unnecessary Re-discovery")
 		a.Recommendations = append(a.Recommendations, queryRule)
 	}
-	if looping {
+	if f.looping {
 		a.RootCauses = append(a.RootCauses, "Inefficient Looping")
 	}
 	if len(a.ActionErrors) > 0 {
 		a.RootCauses = append(a.RootCauses, "API Misuse")
 	}
-	if lostOpen && (len(missingQs) > 0 || firstRepeat > 0) {
+	// Open questions were lost: recommended only next to another problem.
+	if f.lostOpen && (len(f.missingQs) > 0 || f.repeat.step > 0) {
 		a.Recommendations = append(a.Recommendations, pendingRule)
 	}
 	if len(a.RootCauses) == 0 {
 		a.RootCauses = append(a.RootCauses, "Other")
 	}
+}
 
+func divergence(f utFindings, where string) string {
 	switch {
-	case firstRepeat > 0:
-		a.Divergence = fmt.Sprintf("At step %d the compressed run searched %q again, which it had already done at step %d; the context before it no longer showed that search or its result.",
-			firstRepeat, firstRepeatQ, at[asciiLower(firstRepeatQ)][0])
-	case firstMissing != nil:
-		a.Divergence = fmt.Sprintf("%s lacks %q, which the baseline read at step %d.", capitalize(where), firstMissing.Sentence, firstMissing.Step)
-	default:
-		a.Divergence = "No divergence found: the compressed run repeats no search and keeps every fact the baseline used."
+	case f.repeat.step > 0:
+		return fmt.Sprintf("At step %d the compressed run searched %q again, which it had already done at step %d; the context before it no longer showed that search or its result.",
+			f.repeat.step, f.repeat.query, f.repeat.from)
+	case f.firstMissing != nil:
+		return fmt.Sprintf("%s lacks %q, which the baseline read at step %d.", capitalize(where), f.firstMissing.Sentence, f.firstMissing.Step)
 	}
+	return "No divergence found: the compressed run repeats no search and keeps every fact the baseline used."
+}
+
+func (f utFindings) reliability(a utAnalysis) float64 {
 	switch {
-	case len(missingQs) > 0:
-		a.Reliability = 0.9
-	case firstRepeat > 0:
-		a.Reliability = 0.75
+	case len(f.missingQs) > 0:
+		return 0.9
+	case f.repeat.step > 0:
+		return 0.75
 	case len(a.ActionErrors) > 0 || len(a.SummaryInaccuracies) > 0:
-		a.Reliability = 0.6
-	default:
-		a.Reliability = 0.3
+		return 0.6
 	}
-	a.Summary = mechanism(a, len(missingQs), meta)
-	return a
+	return 0.3
 }
 
 func mechanism(a utAnalysis, missing int, meta utMeta) string {
@@ -725,11 +778,9 @@ type coAnalysis struct {
 // analyzeCO finds what the compressed context carried that the successful
 // run never used.
 func analyzeCO(prompt string) coAnalysis {
-	text, _ := between(prompt, compressedStart, compressedEnd)
-	outside := strings.Replace(prompt, text, "\n", 1)
-	qs := parseQuestions(outside)
+	text, _ := between(prompt, templates.CompressedStart, templates.CompressedEnd)
+	qs := parseQuestions(strings.Replace(prompt, text, "\n", 1))
 	r := parseRun(text)
-
 	// The compressed content: summaries, or refined observations when only
 	// observations were compressed.
 	var units []string
@@ -741,39 +792,64 @@ func analyzeCO(prompt string) coAnalysis {
 			units = append(units, st.Obs)
 		}
 	}
-	waste := map[string]int{}
-	total := 0
+	waste, total := map[string]int{}, 0
 	for _, u := range units {
 		total += utf8.RuneCountInString(u)
 		for _, sec := range sections(u) {
-			size := 0
-			for _, l := range sec.Lines {
-				size += utf8.RuneCountInString(l) + 1
-			}
-			switch {
-			case strings.Contains(sec.Name, "QUER") || strings.Contains(sec.Name, "LOG"):
-				waste["tool-logs"] += size
-			case sec.Name == "OTHER FACTS":
-				waste["unrelated-facts"] += size
-			case sec.Name == "PENDING" || sec.Name == "TODO":
-				waste["formatting"] += size
-			case sec.Name == "REASONING":
-				if sents := splitSentences(strings.Join(sec.Lines, " ")); len(sents) > 1 {
-					waste["narrative"] += size - utf8.RuneCountInString(sents[0])
-				}
-			default:
-				for _, l := range sec.Lines {
-					for _, f := range parseFacts(l) {
-						if !slices.ContainsFunc(qs, f.about) {
-							waste["unrelated-facts"] += utf8.RuneCountInString(l) + 1
-							break
-						}
-					}
-				}
+			if cat, n := sectionWaste(sec, qs); n > 0 {
+				waste[cat] += n
 			}
 		}
 	}
 	a := coAnalysis{Removals: []removal{}, Keeps: []keep{}, Rules: []string{}}
+	mainWaste := a.remove(waste)
+	used := a.keep(r, qs)
+	share := 0
+	if total > 0 {
+		share = min(100, int(math.Round(float64(used)/float64(total)*100)))
+	}
+	a.Overview = coOverview{
+		UsedShare: fmt.Sprintf("%d%%", share), MainWaste: mainWaste,
+		Reliability: 0.8, Sessions: len(r.Summaries) + 1,
+	}
+	if len(units) > 0 {
+		a.Overview.AvgSummaryChars = total / len(units)
+	}
+	return a
+}
+
+// sectionWaste returns the category of unused content of a section of the
+// compressed context and its size in characters (0 for none).
+func sectionWaste(sec section, qs []question) (string, int) {
+	size := 0
+	for _, l := range sec.Lines {
+		size += utf8.RuneCountInString(l) + 1
+	}
+	switch {
+	case strings.Contains(sec.Name, "QUER") || strings.Contains(sec.Name, "LOG"):
+		return "tool-logs", size
+	case sec.Name == "OTHER FACTS":
+		return "unrelated-facts", size
+	case sec.Name == "PENDING" || sec.Name == "TODO":
+		return "formatting", size
+	case sec.Name == "REASONING":
+		if sents := splitSentences(strings.Join(sec.Lines, " ")); len(sents) > 1 {
+			return "narrative", size - utf8.RuneCountInString(sents[0])
+		}
+		return "", 0
+	}
+	unrelated := 0
+	for _, l := range sec.Lines {
+		if slices.ContainsFunc(parseFacts(l), func(f fact) bool { return !slices.ContainsFunc(qs, f.about) }) {
+			unrelated += utf8.RuneCountInString(l) + 1
+		}
+	}
+	return "unrelated-facts", unrelated
+}
+
+// remove adds a removal and its rule per category of waste, in a fixed
+// order, and returns the category with the most waste ("none" for none).
+func (a *coAnalysis) remove(waste map[string]int) string {
 	mainWaste, most := "none", 0
 	for _, cat := range []string{"tool-logs", "unrelated-facts", "narrative", "formatting"} {
 		if waste[cat] == 0 {
@@ -789,23 +865,26 @@ func analyzeCO(prompt string) coAnalysis {
 			mainWaste, most = cat, waste[cat]
 		}
 	}
+	return mainWaste
+}
 
-	// Keeps: the statements the final answers came from.
-	finals := r.finalAnswers()
-	used := 0
+// keep adds the statements the final answers came from: the last summary
+// and what was read after it, or every observation when nothing was
+// summarized. It returns their size in characters.
+func (a *coAnalysis) keep(r run, qs []question) int {
 	var from []string
+	after := -1
 	if n := len(r.Summaries); n > 0 {
 		from = append(from, r.Summaries[n-1].Body)
-		for _, st := range r.Steps {
-			if st.At > r.Summaries[n-1].At {
-				from = append(from, st.Obs)
-			}
-		}
-	} else {
-		for _, st := range r.Steps {
+		after = r.Summaries[n-1].At
+	}
+	for _, st := range r.Steps {
+		if st.At > after {
 			from = append(from, st.Obs)
 		}
 	}
+	finals := r.finalAnswers()
+	used := 0
 	for i, q := range qs {
 		if i >= len(finals) || strings.EqualFold(finals[i], unknownAnswer) {
 			continue
@@ -818,21 +897,7 @@ func analyzeCO(prompt string) coAnalysis {
 			})
 		}
 	}
-	share := 0
-	if total > 0 {
-		share = min(100, int(math.Round(float64(used)/float64(total)*100)))
-	}
-	a.Overview = coOverview{
-		UsedShare: fmt.Sprintf("%d%%", share), MainWaste: mainWaste,
-		Reliability: 0.8, Sessions: len(r.Summaries) + 1,
-	}
-	if len(units) > 0 {
-		a.Overview.AvgSummaryChars = total / len(units)
-	}
-	if len(r.Summaries) == 0 {
-		a.Overview.Sessions = 1
-	}
-	return a
+	return used
 }
 
 // evidence returns the first line of texts that states answer ans to q.

@@ -60,10 +60,27 @@ var lengthRe = regexp.MustCompile(`(?:under|at most|within|no more than|below|<=
 // readDirectives reads the directives of the instruction text, line by
 // line, case-insensitively (docs/embedded-model.md, Compressor).
 func readDirectives(instr string) directives {
+	d := readFactDirectives(instr)
+	var sw switches
+	for line := range strings.Lines(asciiLower(instr)) {
+		if l := strings.Join(strings.Fields(line), " "); l != "" {
+			sw.read(l, &d)
+		}
+	}
+	d.OtherFacts = sw.other && !sw.otherOff
+	d.QueryLog = sw.logOn && !sw.logOff
+	switch {
+	case sw.none:
+		d.Reasoning = reasonNone
+	case sw.one:
+		d.Reasoning = reasonOne
+	}
+	return d
+}
+
+// readFactDirectives reads the fact directives of the clauses of instr.
+func readFactDirectives(instr string) directives {
 	var d directives
-	other, otherOff := false, false
-	logOn, logOff := false, false
-	one, none := false, false
 	every := false
 	for _, c := range clauses(asciiLower(instr)) {
 		switch kind, rels := readFactClause(c); kind {
@@ -85,66 +102,69 @@ func readDirectives(instr string) directives {
 	// A guideline that asks for facts in other words anywhere is not
 	// strict: the negation wins over a contradicting clause.
 	d.Strict = d.Strict && !d.Paraphrase
-	for line := range strings.Lines(asciiLower(instr)) {
-		l := strings.Join(strings.Fields(line), " ")
-		if l == "" {
+	return d
+}
+
+// switches are what the lines of a guideline turn on and off; a directive
+// is on when some line turns it on and none off.
+type switches struct {
+	other, otherOff, logOn, logOff, one, none bool
+}
+
+// read reads one lower-case line with single blanks.
+func (sw *switches) read(l string, d *directives) {
+	if hasWord(l, "all") && anyStem(l, "data", "artifact", "fact") {
+		sw.other = true
+	}
+	if anyPhrase(l, "only facts", "other entities", "unrelated") {
+		sw.otherOff = true
+	}
+	if anyWord(l, "query", "queries") {
+		if anyPhrase(l, "open questions", "unanswered", "still open") {
+			// "keep queries only for open questions": a loop guard,
+			// whatever the line says about dropping the rest.
+			sw.logOn, d.QueryOpenOnly = true, true
+			return
+		}
+		for _, c := range clauses(l) {
+			switch queryClause(c) {
+			case 1:
+				sw.logOn = true
+			case -1:
+				sw.logOff = true
+			}
+		}
+	}
+	if hasWord(l, "pending") || hasWord(l, "todo") || anyPhrase(l, "remaining questions") {
+		d.Pending = true
+	}
+	if anyPhrase(l, "one sentence", "single sentence", "one brief paragraph", "<=2", "<= 2", "≤2", "≤ 2") {
+		sw.one = true
+	}
+	if anyPhrase(l, "no reasoning", "omit reasoning") {
+		sw.none = true
+	}
+	d.Limits = append(d.Limits, lengthLimits(l)...)
+}
+
+// lengthLimits reads the length limits of a line.
+func lengthLimits(l string) []lengthLimit {
+	var out []lengthLimit
+	for _, m := range lengthRe.FindAllStringSubmatch(l, -1) {
+		n, err := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+		if err != nil || n <= 0 {
 			continue
 		}
-		if hasWord(l, "all") && anyStem(l, "data", "artifact", "fact") {
-			other = true
+		u := unitChars
+		switch m[2] {
+		case "words":
+			u = unitWords
+		case "tokens":
+			u = unitTokens
 		}
-		if anyPhrase(l, "only facts", "other entities", "unrelated") {
-			otherOff = true
-		}
-		if anyWord(l, "query", "queries") {
-			if anyPhrase(l, "open questions", "unanswered", "still open") {
-				// "keep queries only for open questions": a loop guard,
-				// whatever the line says about dropping the rest.
-				logOn, d.QueryOpenOnly = true, true
-				continue
-			}
-			for _, c := range clauses(l) {
-				switch queryClause(c) {
-				case 1:
-					logOn = true
-				case -1:
-					logOff = true
-				}
-			}
-		}
-		if hasWord(l, "pending") || hasWord(l, "todo") || anyPhrase(l, "remaining questions") {
-			d.Pending = true
-		}
-		if anyPhrase(l, "one sentence", "single sentence", "one brief paragraph", "<=2", "<= 2", "≤2", "≤ 2") {
-			one = true
-		}
-		if anyPhrase(l, "no reasoning", "omit reasoning") {
-			none = true
-		}
-		for _, m := range lengthRe.FindAllStringSubmatch(l, -1) {
-			n, err := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
-			if err != nil || n <= 0 {
-				continue
-			}
-			u := unitChars
-			switch m[2] {
-			case "words":
-				u = unitWords
-			case "tokens":
-				u = unitTokens
-			}
-			d.Limits = append(d.Limits, lengthLimit{N: n, Unit: u})
-		}
+		out = append(out, lengthLimit{N: n, Unit: u})
 	}
-	d.OtherFacts = other && !otherOff
-	d.QueryLog = logOn && !logOff
-	switch {
-	case none:
-		d.Reasoning = reasonNone
-	case one:
-		d.Reasoning = reasonOne
-	}
-	return d
+	return out
 }
 
 // compressorInput is a compressor prompt split into data and instructions.
@@ -360,16 +380,15 @@ func compress(prompt string, tok *llm.Tokenizer, variation uint64) string {
 	return compressHistory(in, d, tok, variation)
 }
 
-func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, variation uint64) string {
-	var all []fact
-	var queries []string
+// shown returns the facts and search queries of the prompt's summaries and
+// steps, and the number of its last step (0 for none).
+func (in compressorInput) shown() (facts []fact, queries []string, lastStep int) {
 	for _, s := range in.Summaries {
-		all = append(all, parseFacts(s.Body)...)
+		facts = append(facts, parseFacts(s.Body)...)
 		queries = append(queries, queryLines(s.Body)...)
 	}
-	lastStep := 0
 	for _, st := range in.Steps {
-		all = append(all, parseFacts(st.Obs)...)
+		facts = append(facts, parseFacts(st.Obs)...)
 		if len(st.Actions) > 0 {
 			if q := st.Actions[0].query(); q != "" {
 				queries = append(queries, q)
@@ -377,6 +396,21 @@ func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, varia
 		}
 		lastStep = max(lastStep, st.N)
 	}
+	return facts, queries, lastStep
+}
+
+// addLists adds the PENDING and ATTEMPTED QUERIES sections d asks for.
+func (doc *outDoc) addLists(d directives, qs []question, answered []bool, queries []string) {
+	if d.Pending {
+		doc.Sections = append(doc.Sections, outSection{Heading: "PENDING:", Items: pendingLines(qs, answered), Prio: prioPending})
+	}
+	if d.QueryLog {
+		doc.Sections = append(doc.Sections, outSection{Heading: "ATTEMPTED QUERIES:", Items: queryLogLines(queries), Prio: prioQueries})
+	}
+}
+
+func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, variation uint64) string {
+	all, queries, lastStep := in.shown()
 	facts := classify(all, in.Questions)
 
 	var kept, other []string
@@ -427,15 +461,10 @@ func compressHistory(in compressorInput, d directives, tok *llm.Tokenizer, varia
 			{Heading: "OTHER FACTS:", Items: other, Prio: prioOther},
 		},
 	}
-	if d.Pending {
-		doc.Sections = append(doc.Sections, outSection{Heading: "PENDING:", Items: pendingLines(in.Questions, answered), Prio: prioPending})
+	if d.QueryOpenOnly {
+		queries = openQueries(in.Questions, answered, queries)
 	}
-	if d.QueryLog {
-		if d.QueryOpenOnly {
-			queries = openQueries(in.Questions, answered, queries)
-		}
-		doc.Sections = append(doc.Sections, outSection{Heading: "ATTEMPTED QUERIES:", Items: queryLogLines(queries), Prio: prioQueries})
-	}
+	doc.addLists(d, in.Questions, answered, queries)
 	doc.fit(tok, d.Limits)
 	return doc.render()
 }
@@ -524,33 +553,17 @@ func queryLogLines(queries []string) []string {
 func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, variation uint64) string {
 	// What the history already shows, for PENDING and to find the entity of
 	// the search that produced the observation.
-	var histFacts []fact
-	var queries []string
-	for _, s := range in.Summaries {
-		histFacts = append(histFacts, parseFacts(s.Body)...)
-		queries = append(queries, queryLines(s.Body)...)
-	}
-	stepN := 1
-	for _, st := range in.Steps {
-		histFacts = append(histFacts, parseFacts(st.Obs)...)
-		if len(st.Actions) > 0 {
-			if q := st.Actions[0].query(); q != "" {
-				queries = append(queries, q)
-			}
-		}
-		stepN = max(stepN, st.N+1)
-	}
+	histFacts, queries, lastStep := in.shown()
 	known := make([]bool, len(in.Questions))
 	for _, f := range classify(histFacts, in.Questions) {
 		if f.Q >= 0 {
 			known[f.Q] = true
 		}
 	}
-	focus := searchFocus(in, known)
-	if len(in.Steps) > 0 && !in.Steps[len(in.Steps)-1].HasObs {
-		stepN = in.Steps[len(in.Steps)-1].N
+	stepN := lastStep + 1
+	if n := len(in.Steps); n > 0 && !in.Steps[n-1].HasObs {
+		stepN = in.Steps[n-1].N
 	}
-
 	var obsFacts []fact
 	perPassage := make([]int, len(in.Passages))
 	for i, p := range in.Passages {
@@ -558,31 +571,10 @@ func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, v
 		perPassage[i] = len(fs)
 		obsFacts = append(obsFacts, fs...)
 	}
-	facts := classify(obsFacts, in.Questions)
-	var main, other []string
 	answered := slices.Clone(known)
-	for _, f := range facts {
-		focused := strings.Contains(focus, asciiLower(f.Ent))
-		strict := d.strictFor(f.fact)
-		switch {
-		case strict && f.Q >= 0:
-			main = append(main, fmt.Sprintf("- Q%d: %s", in.Questions[f.Q].N, f.Sentence))
-			answered[f.Q] = true
-		case strict && d.OtherFacts:
-			other = append(other, "- "+f.Sentence)
-		case strict:
-		case !lossyKeepAt(f.fact, stepN, variation):
-		case focused:
-			main = append(main, identified(f.fact))
-			if f.Q >= 0 {
-				answered[f.Q] = true
-			}
-		case d.OtherFacts:
-			other = append(other, identified(f.fact))
-			if f.Q >= 0 {
-				answered[f.Q] = true
-			}
-		}
+	k := observationKeeper{d: d, qs: in.Questions, focus: searchFocus(in, known), stepN: stepN, variation: variation, answered: answered}
+	for _, f := range classify(obsFacts, in.Questions) {
+		k.keep(f)
 	}
 	var reasoning []string
 	switch d.Reasoning {
@@ -591,7 +583,7 @@ func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, v
 			reasoning = append(reasoning, fmt.Sprintf("Passage %d on %s states %s.", i+1, p.Title, plural(perPassage[i], "fact")))
 		}
 	case reasonOne:
-		reasoning = []string{fmt.Sprintf("Kept %d of %s from %s.", len(main)+len(other), plural(len(obsFacts), "fact"), plural(len(in.Passages), "passage"))}
+		reasoning = []string{fmt.Sprintf("Kept %d of %s from %s.", len(k.main)+len(k.other), plural(len(obsFacts), "fact"), plural(len(in.Passages), "passage"))}
 	}
 	mainName := "FACTS:"
 	if d.Strict {
@@ -602,16 +594,11 @@ func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, v
 			{Heading: "# Reasoning", Fixed: true},
 			{Inline: true, Items: reasoning, Prio: prioReasoning, CutFront: true},
 			{Heading: "# Refined Observation", Fixed: true},
-			{Heading: mainName, Items: main, Prio: prioFacts},
-			{Heading: "OTHER FACTS:", Items: other, Prio: prioOther},
+			{Heading: mainName, Items: k.main, Prio: prioFacts},
+			{Heading: "OTHER FACTS:", Items: k.other, Prio: prioOther},
 		},
 	}
-	if d.Pending {
-		doc.Sections = append(doc.Sections, outSection{Heading: "PENDING:", Items: pendingLines(in.Questions, answered), Prio: prioPending})
-	}
-	if d.QueryLog {
-		doc.Sections = append(doc.Sections, outSection{Heading: "ATTEMPTED QUERIES:", Items: queryLogLines(queries), Prio: prioQueries})
-	}
+	doc.addLists(d, in.Questions, answered, queries)
 	doc.fit(tok, d.Limits)
 	out := doc.render()
 	if strings.HasSuffix(out, "# Refined Observation\n") {
@@ -620,6 +607,42 @@ func compressObservation(in compressorInput, d directives, tok *llm.Tokenizer, v
 		out += "No fact in these passages was kept.\n"
 	}
 	return out
+}
+
+// observationKeeper sorts the facts of an observation into the lines kept
+// about the search's entity (main) and about others, marking the questions
+// they answer.
+type observationKeeper struct {
+	d           directives
+	qs          []question
+	focus       string
+	stepN       int
+	variation   uint64
+	answered    []bool
+	main, other []string
+}
+
+func (k *observationKeeper) keep(f factSource) {
+	focused := strings.Contains(k.focus, asciiLower(f.Ent))
+	strict := k.d.strictFor(f.fact)
+	switch {
+	case strict && f.Q >= 0:
+		k.main = append(k.main, fmt.Sprintf("- Q%d: %s", k.qs[f.Q].N, f.Sentence))
+		k.answered[f.Q] = true
+	case strict && k.d.OtherFacts:
+		k.other = append(k.other, "- "+f.Sentence)
+	case strict:
+	case !lossyKeepAt(f.fact, k.stepN, k.variation):
+	case focused || k.d.OtherFacts:
+		if focused {
+			k.main = append(k.main, identified(f.fact))
+		} else {
+			k.other = append(k.other, identified(f.fact))
+		}
+		if f.Q >= 0 {
+			k.answered[f.Q] = true
+		}
+	}
 }
 
 // searchFocus returns, lower-case, the text whose entity the observation is

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ctxopt/ctxopt/internal/splitmix"
+	"github.com/ctxopt/ctxopt/templates"
 )
 
 // The generator writes PAACE-Syn workflows (docs/embedded-model.md,
@@ -18,15 +19,7 @@ import (
 // and compressors of this model read, so the workflows it writes can be
 // executed by it.
 
-// Directive lines of a generation prompt.
-const (
-	genIDKey     = "WORKFLOW_ID:"
-	genDomainKey = "DOMAIN:"
-	genStepsKey  = "STEPS:"
-	genNoiseKey  = "NOISE:"
-)
-
-var errNoDirectives = errors.New("generator prompt lacks the WORKFLOW_ID, DOMAIN, STEPS and NOISE lines (see docs/embedded-model.md, Generator)")
+var errNoDirectives = errors.New("generator prompt lacks the " + strings.Join([]string{templates.WorkflowIDKey, templates.DomainKey, templates.StepsKey, templates.NoiseKey}, ", ") + " lines (see docs/embedded-model.md, Generator)")
 
 // genDomain is the vocabulary of one domain: entities, relations with the
 // kind of value each takes, filler lines and the heading of an input line.
@@ -131,18 +124,18 @@ func parseGenDirectives(prompt string) (genDirectives, error) {
 		}
 		val = strings.TrimSpace(val)
 		switch key {
-		case genIDKey:
+		case templates.WorkflowIDKey:
 			d.id, seen = val, seen|1
-		case genDomainKey:
+		case templates.DomainKey:
 			d.domain, seen = val, seen|2
-		case genStepsKey:
+		case templates.StepsKey:
 			if d.steps, err = strconv.Atoi(val); err != nil || d.steps < 1 {
-				return d, fmt.Errorf("generator prompt: %s %q is not a positive count", genStepsKey, val)
+				return d, fmt.Errorf("generator prompt: %s %q is not a positive count", templates.StepsKey, val)
 			}
 			seen |= 4
-		case genNoiseKey:
+		case templates.NoiseKey:
 			if d.noise, err = strconv.ParseFloat(val, 64); err != nil || d.noise < 0 || d.noise >= 1 {
-				return d, fmt.Errorf("generator prompt: %s %q is not a share in [0, 1)", genNoiseKey, val)
+				return d, fmt.Errorf("generator prompt: %s %q is not a share in [0, 1)", templates.NoiseKey, val)
 			}
 			seen |= 8
 		}

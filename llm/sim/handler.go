@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,18 +93,14 @@ func (h *handler) stats() Stats {
 }
 
 func (h *handler) countRole(p llm.Purpose) {
-	for i, r := range roles {
-		if r == p {
-			h.byRole[i].Add(1)
-		}
+	if i := slices.Index(roles, p); i >= 0 {
+		h.byRole[i].Add(1)
 	}
 }
 
 func (h *handler) countFault(kind string) {
-	for i, k := range faultKinds {
-		if k == kind {
-			h.faults[i].Add(1)
-		}
+	if i := slices.Index(faultKinds, kind); i >= 0 {
+		h.faults[i].Add(1)
 	}
 }
 

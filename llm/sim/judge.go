@@ -9,9 +9,11 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ctxopt/ctxopt/templates"
 )
 
-var errNoOutputs = errors.New("judge prompt lacks the OUTPUT_A and OUTPUT_B markers (see docs/embedded-model.md, Judge)")
+var errNoOutputs = errors.New("judge prompt lacks the " + templates.OutputA + " and " + templates.OutputB + " markers (see docs/embedded-model.md, Judge)")
 
 type verdict struct {
 	Winner string `json:"winner"`
@@ -55,22 +57,22 @@ func judge(prompt string) (string, error) {
 }
 
 // judgeOutputs cuts the two outputs from the prompt. Each starts on the line
-// after its marker; A ends at OUTPUT_A_END or OUTPUT_B, B at OUTPUT_B_END or
-// the end of the prompt.
+// after its marker; A ends at its end marker or B's marker, B at its end
+// marker or the end of the prompt.
 func judgeOutputs(prompt string) (a, b, outside string, ok bool) {
-	ia := strings.Index(prompt, "OUTPUT_A")
-	ib := strings.Index(prompt, "OUTPUT_B")
+	ia := strings.Index(prompt, templates.OutputA)
+	ib := strings.Index(prompt, templates.OutputB)
 	if ia < 0 || ib < 0 || ib < ia {
 		return "", "", "", false
 	}
 	a = lineAfter(prompt[ia:ib])
-	if e := strings.Index(a, "OUTPUT_A_END"); e >= 0 {
+	if e := strings.Index(a, templates.OutputAEnd); e >= 0 {
 		a = a[:e]
 	}
 	rest := prompt[ib:]
 	b = lineAfter(rest)
 	tail := ""
-	if e := strings.Index(b, "OUTPUT_B_END"); e >= 0 {
+	if e := strings.Index(b, templates.OutputBEnd); e >= 0 {
 		b, tail = b[:e], b[e:]
 	}
 	return a, b, prompt[:ia] + "\n" + tail, true

@@ -1,13 +1,14 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"regexp"
 	"slices"
 	"strings"
-)
 
-const originalMarker = "<<<ORIGINAL_PROMPT>>>"
+	"github.com/ctxopt/ctxopt/templates"
+)
 
 // lengthFooter is the paper's CO footer (ACON G.7), Jinja default filter
 // and all: the guideline validator is expected to repair it.
@@ -18,14 +19,11 @@ const lengthFooter = "Target summaries well under {{ max_chars | default(1500) }
 const brokenLine = "{% if prev_summary %}Update the previous summary instead of rewriting it."
 
 var (
-	ruleLineRe   = regexp.MustCompile(`^\s*- RULE:\s*(.+?)\s*$`)
-	removeLineRe = regexp.MustCompile(`^\s*- REMOVE \[([^\]]+)\]`)
-	// coHintRe recognises a CO update prompt that found nothing to remove:
-	// it still speaks of REMOVE lines, a UT prompt never does.
-	coHintRe = regexp.MustCompile(`\bREMOVE\b|(?i:compression step)`)
+	ruleLineRe   = regexp.MustCompile(`^\s*` + regexp.QuoteMeta(templates.RuleItem) + `\s*(.+?)\s*$`)
+	removeLineRe = regexp.MustCompile(`^\s*` + regexp.QuoteMeta(templates.RemoveItem) + `([^\]]+)\]`)
 )
 
-var errNoOriginal = errors.New("optimizer prompt lacks the two " + originalMarker + " lines around the current guideline (see docs/embedded-model.md, Optimizer)")
+var errNoOriginal = errors.New("optimizer prompt lacks the two " + templates.OriginalPrompt + " lines around the current guideline (see docs/embedded-model.md, Optimizer)")
 
 // optimize answers an update prompt with the revised guideline. It acts
 // on the diagnosis of the samples (the facts and state the compressed runs
@@ -37,37 +35,57 @@ func optimize(prompt string, sample int, variation uint64) (string, error) {
 	if !ok {
 		return "", errNoOriginal
 	}
-	var rules []string
-	count := map[string]int{}
-	spelled := map[string]string{}
-	cats := map[string]bool{}
-	lost := diagnosis(outside)
+	fb := readFeedback(outside)
+	// A CO prompt that found nothing to remove still has the headings of
+	// the removals.
+	co := len(fb.cats) > 0 || strings.Contains(outside, templates.RemovalsHeading)
+	lines := strings.Split(original, "\n")
+	lines = slices.DeleteFunc(lines, func(l string) bool { return removable(l, fb.cats) })
+	add := newRules(lines, diagnosis(outside), fb, sample, variation)
+	if co && !strings.Contains(original, "Target summaries well under") {
+		add = append(add, lengthFooter)
+	}
+	broken := sample > 0 && hashInts(hashStrings("broken", prompt), sample)%4 == 0
+	lines = insertRules(lines, add, broken)
+	return strings.Join(lines, "\n"), nil
+}
+
+// feedback is what the RULE and REMOVE lines of an update prompt ask for.
+type feedback struct {
+	rules   []string // lower-case, in order of first appearance
+	count   map[string]int
+	spelled map[string]string
+	cats    map[string]bool // removal categories, lower-case
+}
+
+func readFeedback(outside string) feedback {
+	fb := feedback{count: map[string]int{}, spelled: map[string]string{}, cats: map[string]bool{}}
 	for line := range strings.Lines(outside) {
 		line = strings.TrimRight(line, "\r\n")
 		if m := ruleLineRe.FindStringSubmatch(line); m != nil {
 			k := asciiLower(m[1])
-			if count[k] == 0 {
-				rules = append(rules, k)
-				spelled[k] = m[1]
+			if fb.count[k] == 0 {
+				fb.rules = append(fb.rules, k)
+				fb.spelled[k] = m[1]
 			}
-			count[k]++
+			fb.count[k]++
 			continue
 		}
 		if m := removeLineRe.FindStringSubmatch(line); m != nil {
-			cats[asciiLower(strings.TrimSpace(m[1]))] = true
+			fb.cats[asciiLower(strings.TrimSpace(m[1]))] = true
 		}
 	}
-	co := len(cats) > 0 || coHintRe.MatchString(outside)
+	return fb
+}
 
-	// Most frequent first, ties in order of first appearance. The sample
-	// index decides how many are taken: samples 0 and 1 take all, each
-	// further pair one fewer, so K samples of one feedback set differ.
-	order := slices.Clone(rules)
-	slices.SortStableFunc(order, func(a, b string) int { return count[b] - count[a] })
-	order = order[:len(order)-dropped(len(order), sample)]
-
-	lines := strings.Split(original, "\n")
-	lines = slices.DeleteFunc(lines, func(l string) bool { return removable(l, cats) })
+// newRules are the rules to add to the guideline lines: first its own from
+// the diagnosis (the kinds of fact lost, the most often lost first; the
+// query log when the runs lost track of their searches), then the RULE
+// lines, most frequent first (ties in order of first appearance). The
+// sample index decides how many kinds and RULE lines are taken: samples 0
+// and 1 take all, each further pair one fewer, so K samples of one
+// feedback set differ. Rules the guideline has already are left out.
+func newRules(lines []string, lost lostFacts, fb feedback, sample int, variation uint64) []string {
 	present := map[string]bool{}
 	for _, l := range lines {
 		present[asciiLower(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")))] = true
@@ -79,29 +97,22 @@ func optimize(prompt string, sample int, variation uint64) (string, error) {
 			present[k] = true
 		}
 	}
-	// Rules of its own from the diagnosis: the kinds of fact lost, the
-	// most often lost first, the sample index dropping the rarest as
-	// above; the query log when the runs lost track of their searches.
 	if rels := lost.kinds(); len(rels) > 0 {
 		rels = rels[:len(rels)-dropped(len(rels), sample)]
 		if variation != 0 {
-			rng := variation
-			slices.SortStableFunc(rels, func(a, b string) int { return cmpHash(rng, a, b) })
+			slices.SortStableFunc(rels, func(a, b string) int { return cmpHash(variation, a, b) })
 		}
 		addRule(factRule(rels, variation))
 	}
 	if lost.queries {
 		addRule(queryRule)
 	}
-	for _, k := range order {
-		addRule(spelled[k])
+	order := slices.Clone(fb.rules)
+	slices.SortStableFunc(order, func(a, b string) int { return fb.count[b] - fb.count[a] })
+	for _, k := range order[:len(order)-dropped(len(order), sample)] {
+		addRule(fb.spelled[k])
 	}
-	if co && !strings.Contains(original, "Target summaries well under") {
-		add = append(add, lengthFooter)
-	}
-	broken := sample > 0 && hashInts(hashStrings("broken", prompt), sample)%4 == 0
-	lines = insertRules(lines, add, broken)
-	return strings.Join(lines, "\n"), nil
+	return add
 }
 
 // dropped is how many of n items sample s leaves out: none for samples 0
@@ -116,14 +127,7 @@ func dropped(n, s int) int {
 // cmpHash orders strings by a hash mixed with seed: a seeded shuffle
 // that does not depend on the input order.
 func cmpHash(seed uint64, a, b string) int {
-	ha, hb := mix(hashStrings(a)^seed), mix(hashStrings(b)^seed)
-	switch {
-	case ha < hb:
-		return -1
-	case ha > hb:
-		return 1
-	}
-	return 0
+	return cmp.Compare(mix(hashStrings(a)^seed), mix(hashStrings(b)^seed))
 }
 
 // lostFacts is the diagnosis an update prompt carries: the kinds of fact
@@ -143,17 +147,17 @@ func (l lostFacts) kinds() []string {
 	return out
 }
 
-// diagnosis reads the "- " lines under every heading that ends in
-// "lost:" (update_ut.tmpl's "Facts or state the compressed context
-// lost:"): each fact sentence there is a fact of its relation's kind the
-// run lost; a "state ATTEMPTED QUERIES" line is the lost query log.
+// diagnosis reads the "- " lines under every heading of what the
+// compressed runs lost (templates.LostHeading, EvolveLostHeading): each
+// fact sentence there is a fact of its relation's kind the run lost; a
+// "state ATTEMPTED QUERIES" line is the lost query log.
 func diagnosis(text string) lostFacts {
 	l := lostFacts{count: map[string]int{}}
 	in := false
 	for line := range strings.Lines(text) {
 		t := strings.TrimSpace(line)
 		switch {
-		case strings.HasSuffix(asciiLower(t), "lost:"):
+		case t == templates.LostHeading || t == templates.EvolveLostHeading:
 			in = true
 			continue
 		case !in:
@@ -187,21 +191,21 @@ func splitOriginal(prompt string) (original, outside string, ok bool) {
 	if first < 0 {
 		return "", "", false
 	}
-	startBody := first + len(originalMarker)
+	startBody := first + len(templates.OriginalPrompt)
 	second := markerLine(prompt, startBody)
 	if second < 0 {
 		return "", "", false
 	}
 	original = strings.TrimPrefix(prompt[startBody:second], "\n")
 	original = strings.TrimRight(original, "\n")
-	return original, prompt[:first] + "\n" + prompt[second+len(originalMarker):], true
+	return original, prompt[:first] + "\n" + prompt[second+len(templates.OriginalPrompt):], true
 }
 
 // markerLine returns the offset of the next marker that stands on a line of
 // its own (blanks aside) at or after off, or -1.
 func markerLine(s string, off int) int {
 	for off <= len(s) {
-		i := strings.Index(s[off:], originalMarker)
+		i := strings.Index(s[off:], templates.OriginalPrompt)
 		if i < 0 {
 			return -1
 		}
@@ -213,10 +217,10 @@ func markerLine(s string, off int) int {
 		} else {
 			le += i
 		}
-		if strings.TrimSpace(s[ls:i]) == "" && strings.TrimSpace(s[i+len(originalMarker):le]) == "" {
+		if strings.TrimSpace(s[ls:i]) == "" && strings.TrimSpace(s[i+len(templates.OriginalPrompt):le]) == "" {
 			return i
 		}
-		off = i + len(originalMarker)
+		off = i + len(templates.OriginalPrompt)
 	}
 	return -1
 }
@@ -266,7 +270,7 @@ func insertRules(lines, add []string, broken bool) []string {
 	}
 	block := append([]string{"Rules:"}, items...)
 	for i, l := range lines {
-		if strings.Contains(asciiLower(l), "output format") && !strings.Contains(l, "{{") {
+		if strings.Contains(l, templates.OutputFormat) {
 			return slices.Insert(lines, i, append(block, "")...)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxopt/ctxopt/internal/golden"
+	"github.com/ctxopt/ctxopt/templates"
 )
 
 const guidelineV0 = `You keep a running summary of an agent's work.
@@ -130,7 +131,7 @@ func TestOptimizeCO(t *testing.T) {
 }
 
 func TestOptimizeCOWithoutRemovals(t *testing.T) {
-	out, err := optimize(updatePrompt(guidelineV0, "For each REMOVE line, delete what asks for that content.", "- (none found)"), 0, 0)
+	out, err := optimize(updatePrompt(guidelineV0, "For each REMOVE line, delete what asks for that content.", templates.RemovalsHeading, "- (none found)"), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

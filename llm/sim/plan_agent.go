@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/templates"
 )
 
 // The plan agent plays environments whose task spells out its plan (office,
@@ -26,12 +27,9 @@ type planStep struct {
 // parsePlan reads the steps after a `Plan:` line of the task message; ok
 // is false when there is none.
 func parsePlan(text string) ([]planStep, bool) {
-	_, after, ok := strings.Cut(text, "\nPlan:\n")
+	_, after, ok := strings.Cut("\n"+text, "\n"+templates.TaskPlan+"\n")
 	if !ok {
-		if !strings.HasPrefix(text, "Plan:\n") {
-			return nil, false
-		}
-		after = strings.TrimPrefix(text, "Plan:\n")
+		return nil, false
 	}
 	var steps []planStep
 	for line := range strings.Lines(after) {

@@ -5,29 +5,24 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-)
 
-// Prompt markers of the compressor modes this file plays
-// (docs/embedded-model.md, "PACE summaries" and "Plan-aware compressor").
-const (
-	paceSummaryMarker = "Summarize one step of an agent's work at two granularities."
-	planHistoryMarker = "[Plan: next steps]"
-	planObsMarker     = "# Plan: next steps"
+	"github.com/ctxopt/ctxopt/templates"
 )
 
 // extendedCompress plays the compressor modes of PACE summaries and
-// plan-aware compression; ok is false for every other prompt, which the
-// guideline compressor answers.
+// plan-aware compression (docs/embedded-model.md, "PACE summaries" and
+// "Plan-aware compressor"), known by their prompts' markers; ok is false
+// for every other prompt, which the guideline compressor answers.
 func extendedCompress(prompt string) (string, bool) {
 	switch {
-	case strings.Contains(prompt, paceSummaryMarker):
+	case strings.Contains(prompt, templates.PaceStep):
 		return paceSummarize(prompt), true
 	case planIgnored(prompt):
 		// Told to ignore the plan it is shown: the guideline compressor.
 		return "", false
-	case strings.Contains(prompt, planHistoryMarker):
+	case strings.Contains(prompt, templates.HistoryPlan):
 		return planHistory(prompt), true
-	case strings.Contains(prompt, planObsMarker):
+	case strings.Contains(prompt, templates.ObservationPlan):
 		return planObservation(prompt), true
 	}
 	return "", false
@@ -39,13 +34,7 @@ var planIgnoredPhrases = []string{"ignore the plan", "disregard the plan", "do n
 // planIgnored reports whether the prompt tells the compressor to ignore the
 // plan.
 func planIgnored(prompt string) bool {
-	l := asciiLower(strings.Join(strings.Fields(prompt), " "))
-	for _, p := range planIgnoredPhrases {
-		if strings.Contains(l, p) {
-			return true
-		}
-	}
-	return false
+	return anyPhrase(asciiLower(strings.Join(strings.Fields(prompt), " ")), planIgnoredPhrases...)
 }
 
 // paceWords is the length of a detailed summary (PACE: about 100 words).
@@ -57,7 +46,7 @@ const paceWords = 100
 func paceSummarize(prompt string) string {
 	steps, _ := findSteps(prompt)
 	if len(steps) == 0 {
-		return "DETAILED: (no step)\nBRIEF: (no step)"
+		return templates.PaceDetailed + " (no step)\n" + templates.PaceBrief + " (no step)"
 	}
 	st := steps[0]
 	did := "took no action"
@@ -86,7 +75,7 @@ func paceSummarize(prompt string) string {
 	if titles := passageTitles(st.Obs); len(titles) > 0 {
 		brief += " The results were about " + strings.Join(titles, ", ") + "."
 	}
-	return "DETAILED: " + detailed + "\nBRIEF: " + brief
+	return templates.PaceDetailed + " " + detailed + "\n" + templates.PaceBrief + " " + brief
 }
 
 var titleRe = regexp.MustCompile(`(?m)^\[\d+\] \(doc [^)]*\) (.+)$`)
@@ -96,20 +85,11 @@ func passageTitles(obs string) []string {
 	var out []string
 	for _, m := range titleRe.FindAllStringSubmatch(obs, -1) {
 		t := strings.TrimSpace(m[1])
-		if !containsString(out, t) {
+		if !slices.Contains(out, t) {
 			out = append(out, t)
 		}
 	}
 	return out
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // planWindow reads the numbered plan lines after marker: a question
@@ -148,16 +128,22 @@ var queryArgRe = regexp.MustCompile(`"query"\s*:\s*"((?:[^"\\]|\\.)*)"`)
 // previous summary and the turns) as fact-cache lines, and the searches
 // about their entities; it drops every other fact.
 func planHistory(prompt string) string {
-	window := planWindow(prompt, planHistoryMarker)
+	window := planWindow(prompt, templates.HistoryPlan)
 	// The sections of templates/history_plan_aware.tmpl; the turns hold
-	// "[n]" passage lines, so sections end at the next heading by name.
-	prev, _ := between(prompt, "[Previous summary]", "[Turns since the previous summary]")
-	turns, _ := between(prompt, "[Turns since the previous summary]", "\nReturn only the summary")
+	// "[n]" passage lines, so sections end at the next heading by name,
+	// and the turns at their last step block.
+	prev, _ := between(prompt, templates.HistoryPrevSummary, templates.HistoryTurns)
+	_, turns, _ := strings.Cut(prompt, templates.HistoryTurns)
+	tail := turns
+	if i := strings.LastIndex(turns, stepClose); i >= 0 {
+		turns, tail = turns[:i+len(stepClose)], turns[i+len(stepClose):]
+	} else {
+		turns = ""
+	}
 	src := prev + "\n" + turns
-	// The guideline's own text: before the sections, and from the closing
-	// line on (where an optimizer puts its Rules).
-	head, _, _ := strings.Cut(prompt, "[Instruction]")
-	_, tail, _ := strings.Cut(prompt, "\nReturn only the summary")
+	// The guideline's own text: before the sections, and after the turns
+	// (where an optimizer puts its Rules).
+	head, _, _ := strings.Cut(prompt, templates.HistoryTask)
 	kinds := namedKinds(head + "\n" + tail)
 	var b strings.Builder
 	b.WriteString("FACTS FOR THE NEXT STEPS:\n")
@@ -224,11 +210,11 @@ func namedKinds(instr string) []string {
 // planObservation keeps the observation's fact sentences about the plan
 // window's questions.
 func planObservation(prompt string) string {
-	window := planWindow(prompt, planObsMarker)
+	window := planWindow(prompt, templates.ObservationPlan)
 	obs := prompt
-	if i := strings.Index(prompt, "# Observation at the current step"); i >= 0 {
+	if i := strings.Index(prompt, templates.ObservationCurrent); i >= 0 {
 		obs = prompt[i:]
-		if j := strings.Index(obs, "[Output format]"); j >= 0 {
+		if j := strings.Index(obs, templates.OutputFormat); j >= 0 {
 			obs = obs[:j]
 		}
 	}

@@ -468,7 +468,13 @@ func between(text, start, end string) (string, bool) {
 }
 
 // hasWord reports whether lower-case line contains w as a whole word.
-func hasWord(line, w string) bool {
+func hasWord(line, w string) bool { return hasAt(line, w, true) }
+
+// hasStem reports whether lower-case line contains a word starting with w.
+func hasStem(line, w string) bool { return hasAt(line, w, false) }
+
+// hasAt reports whether w starts a word of line, and ends one when whole.
+func hasAt(line, w string, whole bool) bool {
 	for off := 0; ; {
 		i := strings.Index(line[off:], w)
 		if i < 0 {
@@ -476,22 +482,7 @@ func hasWord(line, w string) bool {
 		}
 		i += off
 		end := i + len(w)
-		if (i == 0 || !isWordByte(line[i-1])) && (end == len(line) || !isWordByte(line[end])) {
-			return true
-		}
-		off = i + 1
-	}
-}
-
-// hasStem reports whether lower-case line contains a word starting with w.
-func hasStem(line, w string) bool {
-	for off := 0; ; {
-		i := strings.Index(line[off:], w)
-		if i < 0 {
-			return false
-		}
-		i += off
-		if i == 0 || !isWordByte(line[i-1]) {
+		if (i == 0 || !isWordByte(line[i-1])) && (!whole || end == len(line) || !isWordByte(line[end])) {
 			return true
 		}
 		off = i + 1

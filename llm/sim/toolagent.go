@@ -25,7 +25,6 @@ const (
 
 var (
 	nextRe        = regexp.MustCompile(`Next unanswered: Q(\d+)\.`)
-	allAnsweredRe = regexp.MustCompile(`Every question has an answer; call finish\.`)
 	answeredArgRe = regexp.MustCompile(`"question"\s*:\s*(\d+)`)
 	chunkLineRe   = regexp.MustCompile(`(?m)^\[chunk (\d+) \| (brief|placeholder)\] (.*)$`)
 	glimpsedRe    = regexp.MustCompile(`"chunks"\s*:\s*\[([0-9,\s]*)\]`)
@@ -38,41 +37,52 @@ var (
 // the question at hand before searching again). Without them it is
 // agentReply.
 func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
-	var answerMode, glimpse, search, readInput, finish bool
+	var o offered
 	for _, t := range tools {
-		finish = finish || t.Name == "finish"
-		answerMode = answerMode || t.Name == answerToolName
-		glimpse = glimpse || t.Name == glimpseToolName
-		search = search || t.Name == searchToolName
-		readInput = readInput || t.Name == readInputToolName
+		o.finish = o.finish || t.Name == "finish"
+		o.answer = o.answer || t.Name == answerToolName
+		o.glimpse = o.glimpse || t.Name == glimpseToolName
+		o.search = o.search || t.Name == searchToolName
+		o.readInput = o.readInput || t.Name == readInputToolName
 	}
-	if readInput && !hasTurn(msgs) {
+	// Read the input first, while the context shows no turn of the agent.
+	if o.readInput && !slices.ContainsFunc(msgs, func(m llm.Message) bool { return m.Role == "assistant" }) {
 		return agentTurn{Thought: "Reading the input first.", Call: toolCall{Name: readInputToolName, Args: "{}"}}
 	}
-	if !answerMode && !glimpse {
+	if !o.answer && !o.glimpse {
 		return agentReply(msgs)
 	}
 	qs := taskQuestions(msgs)
 	c := ctxBufs.Get().(*agentContext)
 	defer ctxBufs.Put(c)
 	newAgentContext(msgs, c)
-	if !answerMode {
-		// Finish mode: the question agentReply would search for next,
-		// unless this step is the last (agentReply then finishes).
-		for _, q := range qs {
-			if c.last {
-				break
-			}
-			if _, ok := c.answer(q); ok || q.Rel == "" || c.attempts(q) >= maxAttempts || c.cachedLine(q) {
-				continue
-			}
-			if ids := hiddenChunks(c, q); len(ids) > 0 {
-				return glimpseTurn(q, ids)
-			}
+	if o.answer {
+		return answerModeReply(msgs, qs, c, o)
+	}
+	// Finish mode: glimpse for the question agentReply would search for
+	// next, unless this step is the last (agentReply then finishes).
+	for _, q := range qs {
+		if c.last {
 			break
 		}
-		return agentReply(msgs)
+		if _, ok := c.answer(q); ok || q.Rel == "" || c.attempts(q) >= maxAttempts || c.cachedLine(q) {
+			continue
+		}
+		if ids := hiddenChunks(c, q); len(ids) > 0 {
+			return glimpseTurn(q, ids)
+		}
+		break
 	}
+	return agentReply(msgs)
+}
+
+// offered are the tools of a request that change how the agent plays.
+type offered struct {
+	answer, glimpse, search, readInput, finish bool
+}
+
+// answerModeReply works on one question at a time with the answer tool.
+func answerModeReply(msgs []llm.Message, qs []question, c *agentContext, o offered) agentTurn {
 	total := len(qs)
 	if total == 0 {
 		// A workflow gives each step's question when the step begins.
@@ -82,17 +92,14 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 		}
 	}
 	n := nextQuestion(c, total)
-	if c.last && finish {
+	if c.last && o.finish {
 		// The last step: submit every answer the context shows; the ones
 		// recorded with the answer tool stay where this one has none.
 		answers := make([]string, len(qs))
 		for i, q := range qs {
 			answers[i], _ = c.answer(q)
 		}
-		args, _ := json.Marshal(struct {
-			Answers []string `json:"answers"`
-		}{answers})
-		return agentTurn{Thought: "This is the last step; submitting what I have.", Call: toolCall{Name: "finish", Args: string(args)}}
+		return finishTurn("This is the last step; submitting what I have.", answers)
 	}
 	if n == 0 {
 		return agentTurn{Thought: "Every question has an answer; finishing.", Call: toolCall{Name: "finish", Args: `{"answers":[]}`}}
@@ -107,48 +114,29 @@ func toolAgentReply(msgs []llm.Message, tools []llm.Tool) agentTurn {
 	if a, ok := c.answer(q); ok {
 		return answerTurn(q, a)
 	}
-	if glimpse {
+	if o.glimpse {
 		if ids := hiddenChunks(c, q); len(ids) > 0 {
 			return glimpseTurn(q, ids)
 		}
 	}
 	tries := max(c.attempts(q), shownAttempts(c, q))
-	if q.Rel == "" || tries >= maxAttempts || !search || c.spent {
+	if q.Rel == "" || tries >= maxAttempts || !o.search || c.spent {
 		return answerTurn(q, unknownAnswer)
 	}
-	args, _ := json.Marshal(struct {
-		Query string `json:"query"`
-	}{nextQuery(c, q, tries)})
-	return agentTurn{Thought: fmt.Sprintf("Looking up Q%d, try %d.", q.N, tries+1), Call: toolCall{Name: "search", Args: string(args)}}
+	return searchTurn(c, q, tries)
 }
 
 // givenQuestions are the "Qn: question" lines of every message but the
 // system prompt, the first of each number.
 func givenQuestions(msgs []llm.Message) []question {
-	var qs []question
-	seen := map[int]bool{}
+	var b strings.Builder
 	for _, m := range msgs {
-		if m.Role == "system" || m.Role == "developer" {
-			continue
-		}
-		for _, q := range parseQuestions(m.Content) {
-			if !seen[q.N] {
-				seen[q.N] = true
-				qs = append(qs, q)
-			}
+		if m.Role != "system" && m.Role != "developer" {
+			b.WriteString(m.Content)
+			b.WriteByte('\n')
 		}
 	}
-	return qs
-}
-
-// hasTurn reports whether the context shows an earlier turn of the agent.
-func hasTurn(msgs []llm.Message) bool {
-	for _, m := range msgs {
-		if m.Role == "assistant" {
-			return true
-		}
-	}
-	return false
+	return parseQuestions(b.String())
 }
 
 func answerTurn(q question, a string) agentTurn {
@@ -166,19 +154,19 @@ func glimpseTurn(q question, ids []int) agentTurn {
 	return agentTurn{Thought: fmt.Sprintf("A hidden chunk mentions %s (Q%d); looking at it.", q.Ent, q.N), Call: toolCall{Name: glimpseToolName, Args: string(args)}}
 }
 
+// allAnswered is how qa's long-horizon variant says the work is done
+// (docs/embedded-model.md, "Agent: answer and glimpse").
+const allAnswered = "Every question has an answer"
+
 // nextQuestion is the question to work on, 0 when every question has an
 // answer: the last "Next unanswered" the environment reported, else the
 // first question no visible answer call covers.
 func nextQuestion(c *agentContext, total int) int {
 	text := string(c.text)
 	next := nextRe.FindAllStringSubmatchIndex(text, -1)
-	done := allAnsweredRe.FindAllStringIndex(text, -1)
-	lastNext, lastDone := -1, -1
+	lastNext, lastDone := -1, strings.LastIndex(text, allAnswered)
 	if len(next) > 0 {
 		lastNext = next[len(next)-1][0]
-	}
-	if len(done) > 0 {
-		lastDone = done[len(done)-1][0]
 	}
 	switch {
 	case lastDone > lastNext:

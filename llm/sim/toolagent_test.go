@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/templates"
 )
 
 // lastNotice is rollout.LastStepNotice (llm/sim cannot import rollout).
@@ -68,7 +69,7 @@ func TestToolAgent(t *testing.T) {
 }
 
 func TestPACESummaryAndEmbedder(t *testing.T) {
-	prompt := paceSummaryMarker + "\n\n[Step]\n<step n=\"4\">\nthought: x\naction: search({\"query\":\"founder of Ostrava Mills\"})\nobservation:\n[1] (doc d3) Ostrava Mills\nThe founder of Ostrava Mills is Ilse Varga. The mills opened in 1881.\n</step>\n"
+	prompt := "Summarize this step.\n\n" + templates.PaceStep + "\n<step n=\"4\">\nthought: x\naction: search({\"query\":\"founder of Ostrava Mills\"})\nobservation:\n[1] (doc d3) Ostrava Mills\nThe founder of Ostrava Mills is Ilse Varga. The mills opened in 1881.\n</step>\n"
 	out, ok := extendedCompress(prompt)
 	if !ok {
 		t.Fatal("not recognised as a PACE summary prompt")
