@@ -46,7 +46,9 @@ type compactor struct {
 // pending is a summary under way.
 type pending struct {
 	started time.Time
-	done    chan struct{}
+	// cut is the raw index where the messages it leaves out start.
+	cut  int
+	done chan struct{}
 }
 
 // outcome is what the compactor did to one request.
@@ -218,8 +220,10 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 }
 
 // await waits for the summary of sp, starting it if none is under way,
-// for at most max_wait, and not at all when the summary is not expected
-// within it. It reports whether the request waited.
+// for at most max_wait. It does not wait when the summary is not expected
+// within the bound, nor when the conversation has grown past the
+// threshold since it started (the wait would end in truncation anyway).
+// It reports whether the request waited.
 func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 	if sp.cut <= sp.conv.head+s.Covered {
 		return false // nothing left to summarize: only truncation helps
@@ -229,7 +233,12 @@ func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 		return false
 	}
 	bound := c.cfg.MaxWait
-	if est := c.pace.latency(); est > 0 && p.started.Add(est).Sub(c.pace.now()) > bound {
+	left := p.started.Add(c.pace.latency()).Sub(c.pace.now())
+	if left > bound {
+		return false
+	}
+	// The next summary is about the size of this one.
+	if p.cut < len(sp.tok) && sp.headTok+c.tok.Count(s.Summary)+sp.tail(p.cut) > c.cfg.Threshold {
 		return false
 	}
 	t0 := time.Now()
@@ -243,7 +252,7 @@ func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 	d := time.Since(t0)
 	c.m.summaryWaited.Inc()
 	c.m.summaryWait.Observe(d.Seconds())
-	slog.Info("waited for a summary", "session", sp.id, "took", d, "bound", bound)
+	slog.Info("waited for a summary", "session", sp.id, "took", d, "bound", bound, "expected", left)
 	return true
 }
 
@@ -348,7 +357,7 @@ func (c *compactor) background(sp *span, s session, mode string) *pending {
 		return p
 	}
 	done := make(chan struct{})
-	p := &pending{started: c.pace.now(), done: done}
+	p := &pending{started: c.pace.now(), cut: sp.cut, done: done}
 	c.pending[sp.id] = p
 	c.wg.Add(1)
 	c.mu.Unlock()

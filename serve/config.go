@@ -182,7 +182,7 @@ func Default() Config {
 		Listen:   "127.0.0.1:8787",
 		Upstream: Upstream{Timeout: 5 * time.Minute},
 		Compression: Compression{
-			Threshold: 4096, Trigger: 0.8, KeepLast: 1, MaxWait: 500 * time.Millisecond,
+			Threshold: 4096, Trigger: 0.8, KeepLast: 1, MaxWait: 250 * time.Millisecond,
 			Reload: 2 * time.Second, Encoding: llm.DefaultEncoding,
 		},
 		Compressor: Compressors{
