@@ -180,7 +180,9 @@ func TestBoundedWait(t *testing.T) {
 	for metric(t, url, `ctxopt_serve_compressions_total{link="teacher",mode="background"}`) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	resp, _ = post(t, url+"/v1/chat/completions", toolConversation(7, "bw"), nil)
+	if resp, b := post(t, url+"/v1/chat/completions", toolConversation(7, "bw"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
 	body, _ := up.last()
 	if m := gjson.GetBytes(body, "messages.2.content").Str; !strings.Contains(m, "HISTORY_SUMMARY") {
 		t.Errorf("the request after the late summary went without it: third message %.80q", m)
