@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -49,6 +50,9 @@ type pending struct {
 	// cut is the raw index where the messages it leaves out start.
 	cut  int
 	done chan struct{}
+	// late is set once a request waited the whole bound for it: the
+	// requests after that do not wait again.
+	late atomic.Bool
 }
 
 // outcome is what the compactor did to one request.
@@ -221,8 +225,9 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 
 // await waits for the summary of sp, starting it if none is under way,
 // for at most max_wait. It does not wait when the summary is not expected
-// within the bound, nor when the conversation has grown past the
-// threshold since it started (the wait would end in truncation anyway).
+// within the bound (or a request already waited the bound for it), nor
+// when the conversation has grown past the threshold since it started
+// (the wait would end in truncation anyway).
 // It reports whether the request waited.
 func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 	if sp.cut <= sp.conv.head+s.Covered {
@@ -234,7 +239,7 @@ func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 	}
 	bound := c.cfg.MaxWait
 	left := p.started.Add(c.pace.latency()).Sub(c.pace.now())
-	if left > bound {
+	if left > bound || p.late.Load() {
 		return false
 	}
 	// The next summary is about the size of this one.
@@ -247,6 +252,7 @@ func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 	select {
 	case <-p.done:
 	case <-t.C:
+		p.late.Store(true)
 	case <-ctx.Done():
 	}
 	d := time.Since(t0)

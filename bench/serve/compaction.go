@@ -41,6 +41,9 @@ type compactionOptions struct {
 	turns         int
 	threshold     int
 	turnLatency   time.Duration
+	// maxWait, when set, is this build's compression.max_wait (the
+	// baseline has no such setting).
+	maxWait string
 	// held is the time serve holds a request beyond which it is counted
 	// as slow for any reason (counting tokens and forwarding take a few
 	// milliseconds on a quiet machine).
@@ -57,8 +60,12 @@ func compactionPhase(o options, registry string) error {
 		bins = append(bins, binary{"baseline", o.baseline})
 	}
 	c := o.compaction
-	fmt.Printf("compaction: %d conversations x %d tool-using turns at once, threshold %d tokens, trigger 0.8, upstream = embedded model answering in %s; holds over %s are counted too\n",
-		c.conversations, c.turns, c.threshold, c.turnLatency, c.held)
+	mw := c.maxWait
+	if mw == "" {
+		mw = "its default"
+	}
+	fmt.Printf("compaction: %d conversations x %d tool-using turns at once, threshold %d tokens, trigger 0.8, serve's max_wait %s; upstream = embedded model answering in %s; holds over %s are counted too\n",
+		c.conversations, c.turns, c.threshold, mw, c.turnLatency, c.held)
 	convs := scriptConversations(c.conversations, c.turns)
 	for i, lat := range c.summarizer {
 		order := slices.Clone(bins)
@@ -276,6 +283,9 @@ func compactionRun(o options, c compactionOptions, b binary, summarizerLatency t
 	cfg := filepath.Join(work, "serve.yaml")
 	yaml := fmt.Sprintf("listen: %s\nupstream:\n  openai:\n    base_url: http://%s/v1\ncompression:\n  registry: %s\n  threshold: %d\n  trigger: 0.8\ncompressor:\n  teacher:\n    base_url: %s\n    model: ctxopt-sim\n    timeout: 60s\nauth:\n  anonymous: true\n",
 		addr, ln.Addr(), registry, c.threshold, summarizer.URL())
+	if c.maxWait != "" && b.name == "serve" {
+		yaml = strings.Replace(yaml, "  trigger: 0.8\n", "  trigger: 0.8\n  max_wait: "+c.maxWait+"\n", 1)
+	}
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		return nil, err
 	}

@@ -86,6 +86,7 @@ func main() {
 	flag.IntVar(&o.compaction.turns, "turns", 60, "tool-using turns of each conversation")
 	flag.IntVar(&o.compaction.threshold, "threshold", 8000, "serve's compression threshold in the compaction runs")
 	flag.DurationVar(&o.compaction.turnLatency, "turn-latency", 100*time.Millisecond, "the upstream's answer time in the compaction runs (the pace of a turn)")
+	flag.StringVar(&o.compaction.maxWait, "max-wait", "", "compression.max_wait of this build in the compaction runs (empty: its default)")
 	flag.DurationVar(&o.compaction.held, "held", 50*time.Millisecond, "hold beyond which a request counts as having waited for a summary")
 	flag.IntVar(&o.procs, "procs", runtime.NumCPU(), "serve's GOMAXPROCS and nginx's worker_processes")
 	phases := flag.String("phases", "latency,throughput,memory,compaction", "which measurements to run, comma-separated")
