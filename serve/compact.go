@@ -258,7 +258,8 @@ func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 	d := time.Since(t0)
 	c.m.summaryWaited.Inc()
 	c.m.summaryWait.Observe(d.Seconds())
-	slog.Info("waited for a summary", "session", sp.id, "took", d, "bound", bound, "expected", left)
+	// estimate 0: no summary was timed yet, so none was expected.
+	slog.Info("waited for a summary", "session", sp.id, "took", d, "bound", bound, "estimate", c.pace.latency())
 	return true
 }
 

@@ -70,14 +70,16 @@ func (g *growth) observe(now time.Time, tokens, turns int) {
 	g.at, g.tokens, g.turns = now, tokens, turns
 }
 
-// leadTokens is how much the conversation is expected to grow while a
-// summary taking latency is computed, plus a turn of margin; ok is false
-// while there is no estimate.
+// leadTokens is how much the conversation is expected to grow from now
+// until a summary started at the next request lands: the turns that come
+// while it is computed, and the next one. A summary must start now when
+// the view plus this passes the threshold. ok is false while there is no
+// estimate.
 func (g *growth) leadTokens(latency time.Duration) (n int, ok bool) {
 	if g.perTurn.v <= 0 || g.interval.v <= 0 || latency <= 0 {
 		return 0, false
 	}
-	turns := math.Ceil(latency.Seconds()/g.interval.v) + 1
+	turns := math.Floor(latency.Seconds()/g.interval.v) + 1
 	return int(turns * g.perTurn.v), true
 }
 

@@ -36,10 +36,11 @@ func TestLeadFollowsTheConversationsPace(t *testing.T) {
 	p := newPace(c.now, 24*time.Hour, 100)
 	p.summarized(LinkTeacher, 1500*time.Millisecond)
 	at := 0
-	// A turn every 2 s: a 1.5 s summary is a turn away (plus one of margin).
+	// A turn every 2 s: a 1.5 s summary started now lands before the
+	// next turn; it must start when the next one would pass.
 	slow, ok := turns(p, c, "s", &at, 10, 2*time.Second, 500)
-	if !ok || slow != 1000 {
-		t.Fatalf("turns every 2 s: lead %d (known %v), want 1000 (2 turns of 500)", slow, ok)
+	if !ok || slow != 500 {
+		t.Fatalf("turns every 2 s: lead %d (known %v), want 500 (1 turn)", slow, ok)
 	}
 	// The agent speeds up to a turn every 100 ms: 15 turns pass while the
 	// same summary is computed. Six turns are enough to see it.
@@ -57,8 +58,8 @@ func TestLeadFollowsASlowingSummarizer(t *testing.T) {
 	}
 	at := 0
 	before, _ := turns(p, c, "s", &at, 10, 200*time.Millisecond, 500)
-	if before != 1500 {
-		t.Fatalf("300 ms summaries, a turn every 200 ms: lead %d, want 1500 (3 turns)", before)
+	if before != 1000 {
+		t.Fatalf("300 ms summaries, a turn every 200 ms: lead %d, want 1000 (2 turns)", before)
 	}
 	p.summarized(LinkStudent, 3*time.Second)
 	p.summarized(LinkStudent, 3*time.Second)

@@ -236,8 +236,10 @@ type compactionResult struct {
 	summaries, calls           float64
 	waitedMetric, bypassMetric float64
 	summarySeconds             float64
-	// waited holds the requests serve logged as having waited.
+	// waited holds the requests serve logged as having waited; untimed
+	// counts those that waited before any summary had been timed.
 	waited                     map[string]bool
+	untimed                    int
 	hasBypass                  bool
 	held                       time.Duration
 	compactedTokens, allTokens []float64
@@ -333,6 +335,7 @@ func compactionRun(o options, c compactionOptions, b binary, summarizerLatency t
 	for _, m := range waitedLine.FindAllStringSubmatch(logs.String(), -1) {
 		res.waited[m[1]] = true
 	}
+	res.untimed = len(untimedLine.FindAllString(logs.String(), -1))
 	return res, nil
 }
 
@@ -392,8 +395,14 @@ func converse(url, tag string, convs [][]turn) ([]request, error) {
 	return out, firstErr
 }
 
-// waitedLine is serve's log line of a request that waited for a summary.
-var waitedLine = regexp.MustCompile(`msg=compressed request_id=(\S+) .*waited=true`)
+var (
+	// waitedLine is serve's log line of a request that waited for a
+	// summary.
+	waitedLine = regexp.MustCompile(`msg=compressed request_id=(\S+) .*waited=true`)
+	// untimedLine is this build's line of a wait for a summary before any
+	// had been timed (a fresh server: nothing to expect yet).
+	untimedLine = regexp.MustCompile(`msg="waited for a summary" .* estimate=0s`)
+)
 
 const benchTools = `[{"type":"function","function":{"name":"search","description":"search the corpus","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}}}]`
 
@@ -468,8 +477,8 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 	for _, t := range r.allTokens {
 		total += t
 	}
-	fmt.Printf("compaction %s, summarizer %s: %d requests in %s; summaries %.0f, summarizer calls %.0f; requests that waited for a summary (serve's log): %d = %.1f%% of summaries (%s); held > %s for any reason: %d, longest hold %s, median %s; %s\n",
-		name, summarizer, len(r.requests), r.elapsed.Round(100*time.Millisecond), r.summaries, r.calls, len(waits), 100*share, wait, r.held, slow, ms(worst), ms(time.Duration(median(holds))), counters)
+	fmt.Printf("compaction %s, summarizer %s: %d requests in %s; summaries %.0f, summarizer calls %.0f; requests that waited for a summary (serve's log): %d = %.1f%% of summaries, %d of them before any summary had been timed (%s); held > %s for any reason: %d, longest hold %s, median %s; %s\n",
+		name, summarizer, len(r.requests), r.elapsed.Round(100*time.Millisecond), r.summaries, r.calls, len(waits), 100*share, r.untimed, wait, r.held, slow, ms(worst), ms(time.Duration(median(holds))), counters)
 	fmt.Printf("compaction %s, summarizer %s: upstream tokens per compacted turn median %.0f over %d compacted turns (summary message median %.0f tokens); %.2f M tokens upstream in all; unpaired tool messages %d; last tool result not verbatim in %d requests; a summarizer call took %.2f s on average as serve saw it\n",
 		name, summarizer, median(r.compactedTokens), len(r.compactedTokens), median(summaries), total/1e6, r.badPairs, r.lastNotVerbatim, r.summarySeconds)
 }
