@@ -469,7 +469,10 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 		slices.Sort(waits)
 		wait = fmt.Sprintf("wait p50 %s p99 %s", ms(time.Duration(median(waits))), ms(time.Duration(waits[len(waits)*99/100])))
 	}
-	counters := "serve's counters: none (a build without them)"
+	counters, untimed := "serve's counters: none (a build without them)", ""
+	if r.hasBypass {
+		untimed = fmt.Sprintf(", %d of them before any summary had been timed", r.untimed)
+	}
 	if r.hasBypass {
 		counters = fmt.Sprintf("serve's counters: waited %.0f, bypassed (truncated) %.0f", r.waitedMetric, r.bypassMetric)
 	}
@@ -477,8 +480,8 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 	for _, t := range r.allTokens {
 		total += t
 	}
-	fmt.Printf("compaction %s, summarizer %s: %d requests in %s; summaries %.0f, summarizer calls %.0f; requests that waited for a summary (serve's log): %d = %.1f%% of summaries, %d of them before any summary had been timed (%s); held > %s for any reason: %d, longest hold %s, median %s; %s\n",
-		name, summarizer, len(r.requests), r.elapsed.Round(100*time.Millisecond), r.summaries, r.calls, len(waits), 100*share, r.untimed, wait, r.held, slow, ms(worst), ms(time.Duration(median(holds))), counters)
+	fmt.Printf("compaction %s, summarizer %s: %d requests in %s; summaries %.0f, summarizer calls %.0f; requests that waited for a summary (serve's log): %d = %.1f%% of summaries%s (%s); held > %s for any reason: %d, longest hold %s, median %s; %s\n",
+		name, summarizer, len(r.requests), r.elapsed.Round(100*time.Millisecond), r.summaries, r.calls, len(waits), 100*share, untimed, wait, r.held, slow, ms(worst), ms(time.Duration(median(holds))), counters)
 	fmt.Printf("compaction %s, summarizer %s: upstream tokens per compacted turn median %.0f over %d compacted turns (summary message median %.0f tokens); %.2f M tokens upstream in all; unpaired tool messages %d; last tool result not verbatim in %d requests; a summarizer call took %.2f s on average as serve saw it\n",
 		name, summarizer, median(r.compactedTokens), len(r.compactedTokens), median(summaries), total/1e6, r.badPairs, r.lastNotVerbatim, r.summarySeconds)
 }
