@@ -273,52 +273,66 @@ func compactionRun(o options, c compactionOptions, b binary, summarizerLatency t
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	work, err := os.MkdirTemp("", "serve-compaction")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(work)
-	cfg := filepath.Join(work, "serve.yaml")
-	yaml := fmt.Sprintf("listen: %s\nupstream:\n  openai:\n    base_url: http://%s/v1\ncompression:\n  registry: %s\n  threshold: %d\n  trigger: 0.8\ncompressor:\n  teacher:\n    base_url: %s\n    model: ctxopt-sim\n    timeout: 60s\nauth:\n  anonymous: true\n",
-		addr, ln.Addr(), registry, c.threshold, summarizer.URL())
-	if c.maxWait != "" && b.name == "serve" {
-		yaml = strings.Replace(yaml, "  trigger: 0.8\n", "  trigger: 0.8\n  max_wait: "+c.maxWait+"\n", 1)
-	}
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		return nil, err
-	}
 	// serve logs each compressed request and whether it waited for its
 	// summary (both builds do), which tells a wait from a slow machine.
 	var logs bytes.Buffer
-	srv, err := spawnTo(&logs, b.name, []string{"GOMAXPROCS=" + strconv.Itoa(o.procs)}, b.path, "--log-level", "info", "serve", "--config", cfg)
+	srv, url, err := startServe(o, c, b, &logs, "http://"+ln.Addr().String()+"/v1", summarizer.URL(), registry)
 	if err != nil {
-		return nil, err
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			srv.stop()
-		}
-	}()
-	url := "http://" + addr
-	if err := waitHTTP(url + "/readyz"); err != nil {
 		return nil, err
 	}
 	res := &compactionResult{held: c.held}
 	t0 := time.Now()
-	if res.requests, err = converse(url, b.name, convs); err != nil {
+	res.requests, err = converse(url, b.name, convs)
+	res.elapsed = time.Since(t0)
+	m := scrape(url)
+	srv.stop()
+	if err != nil {
 		return nil, err
 	}
-	res.elapsed = time.Since(t0)
 	rec.mu.Lock()
 	res.got = rec.got
 	rec.mu.Unlock()
 	res.calls = float64(summarizer.Stats().Requests)
-	m := scrape(url)
+	res.read(m, logs.String())
+	return res, nil
+}
+
+// startServe starts build b's serve in front of upstream with summarizer
+// as its teacher; its log goes to logs.
+func startServe(o options, c compactionOptions, b binary, logs io.Writer, upstream, summarizer, registry string) (*proc, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	work, err := os.MkdirTemp("", "serve-compaction")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(work) // serve reads its config at start
+	cfg := filepath.Join(work, "serve.yaml")
+	yaml := fmt.Sprintf("listen: %s\nupstream:\n  openai:\n    base_url: %s\ncompression:\n  registry: %s\n  threshold: %d\n  trigger: 0.8\ncompressor:\n  teacher:\n    base_url: %s\n    model: ctxopt-sim\n    timeout: 60s\nauth:\n  anonymous: true\n",
+		addr, upstream, registry, c.threshold, summarizer)
+	if c.maxWait != "" && b.name == "serve" {
+		yaml = strings.Replace(yaml, "  trigger: 0.8\n", "  trigger: 0.8\n  max_wait: "+c.maxWait+"\n", 1)
+	}
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		return nil, "", err
+	}
+	srv, err := spawnTo(logs, b.name, []string{"GOMAXPROCS=" + strconv.Itoa(o.procs)}, b.path, "--log-level", "info", "serve", "--config", cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	url := "http://" + addr
+	if err := waitHTTP(url + "/readyz"); err != nil {
+		srv.stop()
+		return nil, "", err
+	}
+	return srv, url, nil
+}
+
+// read takes serve's counters from its metrics m and its waits from its
+// log.
+func (res *compactionResult) read(m map[string]float64, log string) {
 	for name, v := range m {
 		if strings.HasPrefix(name, "ctxopt_serve_compressions_total{") {
 			res.summaries += v
@@ -329,14 +343,11 @@ func compactionRun(o options, c compactionOptions, b binary, summarizerLatency t
 	}
 	res.waitedMetric, res.hasBypass = m["ctxopt_serve_summary_waited_total"]
 	res.bypassMetric = m["ctxopt_serve_summary_bypassed_total"]
-	srv.stop()
-	stopped = true
 	res.waited = map[string]bool{}
-	for _, m := range waitedLine.FindAllStringSubmatch(logs.String(), -1) {
-		res.waited[m[1]] = true
+	for _, w := range waitedLine.FindAllStringSubmatch(log, -1) {
+		res.waited[w[1]] = true
 	}
-	res.untimed = len(untimedLine.FindAllString(logs.String(), -1))
-	return res, nil
+	res.untimed = len(untimedLine.FindAllString(log, -1))
 }
 
 // converse runs the conversations at once, each turn after the answer to
