@@ -355,13 +355,20 @@ func (c *compactor) belowTrigger(raw string, trigger int) bool {
 }
 
 // background computes the next summary of sp unless one is under way,
-// and returns the one under way (nil once the server stops). mode says
+// and returns the one under way (nil once the server stops, or when a
+// summary newer than s has landed). mode says
 // whether a request needs it now (sync) or ahead of need (background).
 func (c *compactor) background(sp *span, s session, mode string) *pending {
 	c.mu.Lock()
 	if p, busy := c.pending[sp.id]; busy || c.bg.Err() != nil {
 		c.mu.Unlock()
 		return p
+	}
+	// A summary stores its session before it stops being pending, so one
+	// that ended since s was read is in the store now: s is stale.
+	if cur := c.session(sp); cur.Covered > s.Covered {
+		c.mu.Unlock()
+		return nil
 	}
 	done := make(chan struct{})
 	p := &pending{started: c.pace.now(), cut: sp.cut, done: done}
