@@ -48,9 +48,10 @@ tools:
 # the PACE builder on a 5,000-chunk history, PACE's answers with glimpse on
 # and off on the long-horizon qa, dataset export rows/s and peak
 # RSS against DuckDB, optimize serve's added latency, throughput against
-# nginx and memory under 2,000 held connections (bench/serve.sh, about 2.5
-# minutes), peak RSS of a rollout at 1,000 vs 100 tasks, and the cache file
-# under a 10 MB limit over three seeds.
+# nginx, memory under 2,000 held connections and long conversations with a
+# slow summarizer (bench/serve.sh, about 4 minutes), peak RSS of a rollout
+# at 1,000 vs 100 tasks, and the cache file under a 10 MB limit over three
+# seeds.
 bench: build tools
 	$(GO) test -run '^$$' -bench 'AgentCallsThroughClient' -benchtime 3x ./llm/sim/
 	$(GO) test -run '^$$' -bench 'CounterIncremental' -benchtime 1x ./rollout/

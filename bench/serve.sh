@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Benchmark of optimize serve (make bench): added latency over a direct call
 # at 1,000 req/s, throughput against nginx proxy_pass to the same upstream,
-# and RSS with 2,000 connections held for 60 s; see bench/serve/main.go.
+# RSS with 2,000 connections held for 60 s, and 20 conversations of 60
+# tool-using turns with the summarizer slowed to 0.3, 1.5 and 5 s; see
+# bench/serve/main.go and bench/serve/compaction.go.
 # nginx is Debian's, unpacked into .cache/nginx (no service is installed or
 # started). Everything listens on 127.0.0.1.
 #
 #   bench/serve.sh
 #   HOLD=20s CONNS=500 bench/serve.sh      # a shorter memory run
 #   PHASES=throughput ROUNDS=9 bench/serve.sh   # only the nginx comparison
+#   BASELINE=/path/to/optimize bench/serve.sh   # another build measured beside
+#                                               # this one, paired, in every phase
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,5 +26,6 @@ fi
 
 go build -o bin/optimize ./cmd/optimize
 go run ./bench/serve --optimize bin/optimize --nginx "$nginx" \
-	--phases "${PHASES:-latency,throughput,memory}" --rounds "${ROUNDS:-5}" \
+	--phases "${PHASES:-latency,throughput,memory,compaction}" --rounds "${ROUNDS:-5}" \
+	--baseline "${BASELINE:-}" \
 	--rate "${RATE:-1000}" --conns "${CONNS:-2000}" --hold-for "${HOLD:-60s}"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -36,9 +37,22 @@ type compactor struct {
 	// framing bounds the tokens a counted message adds beyond the bytes
 	// of its strings (see belowTrigger).
 	framing int
+	// pace estimates when the next summary must start (the lead time).
+	pace *pace
 
 	mu      sync.Mutex
-	pending map[string]chan struct{}
+	pending map[string]*pending
+}
+
+// pending is a summary under way.
+type pending struct {
+	started time.Time
+	// cut is the raw index where the messages it leaves out start.
+	cut  int
+	done chan struct{}
+	// late is set once a request waited the whole bound for it: the
+	// requests after that do not wait again.
+	late atomic.Bool
 }
 
 // outcome is what the compactor did to one request.
@@ -53,6 +67,9 @@ type outcome struct {
 	session        string
 	// waited is true when the request waited for a summary.
 	waited bool
+	// bypassed is true when the summary was not ready within the bound
+	// and the request went out truncated.
+	bypassed bool
 	// uncounted is true when the conversation was too short to need its
 	// tokens counted (original and sent are then 0).
 	uncounted bool
@@ -67,7 +84,8 @@ type span struct {
 	tok     []int // tokens of raw message i (0 for the head)
 	off     []int // llm-view index of raw message i, relative to head
 	history []llm.Message
-	cut     int // raw index where the kept last turns start
+	cuts    []int // raw indexes where turns start (conv.cutPoints)
+	cut     int   // raw index where the kept last turns start
 }
 
 // sessionID identifies a conversation by its client key and opening
@@ -83,7 +101,7 @@ func sessionID(conv *conversation, tenant string) string {
 	return hex.EncodeToString(h.Sum(sum[:0])[:12])
 }
 
-func (c *compactor) prepareSpan(conv *conversation, tenant string, keepLast int) *span {
+func (c *compactor) prepareSpan(conv *conversation, tenant string, keepLast, keepTokens int) *span {
 	sp := &span{conv: conv, id: sessionID(conv, tenant), tok: make([]int, len(conv.raw)), off: make([]int, len(conv.raw)+1)}
 	for i := 0; i < conv.head; i++ {
 		if !isSystem(conv.role(i)) {
@@ -102,12 +120,24 @@ func (c *compactor) prepareSpan(conv *conversation, tenant string, keepLast int)
 	}
 	sp.off[len(conv.raw)] = n
 	sp.history = conv.flat(conv.head, len(conv.raw))
-	cuts := conv.cutPoints()
-	sp.cut = conv.head
-	if len(cuts) >= keepLast {
-		sp.cut = cuts[len(cuts)-keepLast]
-	}
+	sp.cuts = conv.cutPoints()
+	sp.cut = sp.keep(conv.head, keepLast, keepTokens)
 	return sp
+}
+
+// keep is where the kept last turns start: the last keepLast turns, fewer
+// when keepTokens (if set) bounds them, never fewer than the last turn, so
+// its tool results go verbatim and every older one is summarized.
+func (sp *span) keep(head, keepLast, keepTokens int) int {
+	i := len(sp.cuts) - keepLast
+	if i < 0 && (keepTokens <= 0 || sp.tail(head) <= keepTokens || len(sp.cuts) == 0) {
+		return head // all of it is the tail
+	}
+	i = max(i, 0)
+	for keepTokens > 0 && i < len(sp.cuts)-1 && sp.tail(sp.cuts[i]) > keepTokens {
+		i++
+	}
+	return sp.cuts[i]
 }
 
 // tail is the token count of raw messages [from, end).
@@ -147,39 +177,36 @@ func (c *compactor) view(sp *span, s session) int {
 	return sp.headTok + c.tok.Count(s.Summary) + sp.tail(sp.conv.head+s.Covered)
 }
 
-// prepare applies compression to conv. It starts the next summary in the
-// background once the conversation passes the trigger, and waits for a
-// compressor only when the threshold is passed with no summary ready.
+// prepare applies compression to conv. Once the history passes the
+// floor, it starts the next summary in the background when the lead time
+// says it would otherwise be late (or the view passes the trigger). Past
+// the threshold with no summary ready, it waits at most max_wait, and
+// only when the summary is expected within it; else the request goes out
+// truncated and the summary serves from the next request on.
 func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant string) (outcome, error) {
 	if conv.uncounted {
 		return outcome{session: sessionID(conv, tenant), uncounted: true}, nil
 	}
-	trigger := c.trigger()
-	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast)
+	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast, c.cfg.KeepTokens)
 	out := outcome{session: sp.id, original: sp.headTok + sp.tail(conv.head)}
 	out.sent = out.original
-	if out.original <= trigger {
+	if out.original <= c.floor() {
 		return out, nil
 	}
+	lead, known := c.pace.observe(sp.id, out.original, len(sp.cuts))
 	s := c.session(sp)
-	if c.view(sp, s) > trigger && sp.cut > conv.head+s.Covered {
-		c.background(sp, s)
+	view := c.view(sp, s)
+	if (view > c.trigger() || known && view+lead > c.cfg.Threshold) && sp.cut > conv.head+s.Covered {
+		c.background(sp, s, "background")
 	}
 	if out.original <= c.cfg.Threshold {
 		return out, nil
 	}
-	if c.view(sp, s) > c.cfg.Threshold {
-		// Not ready: wait for the summary under way, else compute it now.
-		// The background one may also have landed since s was read.
-		out.waited = c.wait(ctx, sp.id)
-		s = c.session(sp)
-		if c.view(sp, s) > c.cfg.Threshold && sp.cut > conv.head+s.Covered {
-			out.waited = true
-			ns, err := c.advance(ctx, sp, s, "sync")
-			if err != nil {
-				return out, err
-			}
-			s = ns
+	if view > c.cfg.Threshold {
+		out.waited = c.await(ctx, sp, s)
+		// The summary may also have landed since s was read.
+		if s = c.session(sp); c.view(sp, s) > c.cfg.Threshold {
+			return c.bypass(sp, s, out)
 		}
 	}
 	if s.Covered == 0 {
@@ -196,13 +223,92 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 	return out, nil
 }
 
+// await waits for the summary of sp, starting it if none is under way,
+// for at most max_wait. It does not wait when the summary is not expected
+// within the bound (or a request already waited the bound for it), nor
+// when the conversation has grown past the threshold since it started
+// (the wait would end in truncation anyway).
+// It reports whether the request waited.
+func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
+	if sp.cut <= sp.conv.head+s.Covered {
+		return false // nothing left to summarize: only truncation helps
+	}
+	p := c.background(sp, s, "sync")
+	if p == nil {
+		return false
+	}
+	bound := c.cfg.MaxWait
+	left := p.started.Add(c.pace.latency()).Sub(c.pace.now())
+	if left > bound || p.late.Load() {
+		return false
+	}
+	// The next summary is about the size of this one.
+	if p.cut < len(sp.tok) && sp.headTok+c.tok.Count(s.Summary)+sp.tail(p.cut) > c.cfg.Threshold {
+		return false
+	}
+	t0 := time.Now()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.late.Store(true)
+	case <-ctx.Done():
+	}
+	d := time.Since(t0)
+	c.m.summaryWaited.Inc()
+	c.m.summaryWait.Observe(d.Seconds())
+	// estimate 0: no summary was timed yet, so none was expected.
+	slog.Info("waited for a summary", "session", sp.id, "took", d, "bound", bound, "estimate", c.pace.latency())
+	return true
+}
+
+// bypass sends the request without the summary it needs: the previous
+// summary and the newest turns that fit the threshold (at least the last
+// turn, so no tool call is split from its result). The turns dropped are
+// in the summary under way, which serves from the next request on.
+func (c *compactor) bypass(sp *span, s session, out outcome) (outcome, error) {
+	if len(sp.cuts) == 0 {
+		return out, nil // no turn to cut at: the request goes as sent
+	}
+	fixed := sp.headTok
+	if s.Covered > 0 {
+		fixed += c.tok.Count(s.Summary)
+	}
+	cut := sp.cuts[len(sp.cuts)-1]
+	for i := len(sp.cuts) - 2; i >= 0 && sp.cuts[i] >= sp.conv.head+s.Covered && fixed+sp.tail(sp.cuts[i]) <= c.cfg.Threshold; i-- {
+		cut = sp.cuts[i]
+	}
+	body, err := sp.conv.withSummary(s.Summary, cut)
+	if err != nil {
+		return out, err
+	}
+	out.body, out.compressed, out.bypassed = body, true, true
+	out.sent = fixed + sp.tail(cut)
+	out.guidelineID, out.link = s.GuidelineID, LinkTruncation
+	c.m.summaryBypassed.Inc()
+	c.m.tokensSaved.Add(float64(max(0, out.original-out.sent)))
+	slog.Info("summary not ready; request truncated", "session", sp.id, "tokens_original", out.original,
+		"tokens_sent", out.sent, "summary_covers", s.Covered, "dropped_messages", cut-sp.conv.head-s.Covered)
+	return out, nil
+}
+
+// floor is the history, in tokens, below which no summary is computed.
+func (c *compactor) floor() int {
+	f := c.cfg.Floor
+	if f == 0 {
+		f = c.cfg.Trigger
+	}
+	return int(f * float64(c.cfg.Threshold))
+}
+
 func (c *compactor) trigger() int { return int(c.cfg.Trigger * float64(c.cfg.Threshold)) }
 
 // uncounted reports whether a request's messages, given as their JSON,
 // need not be decoded and counted: no token budget charges them, and
 // they cannot pass the trigger. parseConversation asks it.
 func (c *compactor) uncounted(msgs string) bool {
-	return !c.countAll && c.belowTrigger(msgs, c.trigger())
+	return !c.countAll && c.belowTrigger(msgs, c.floor())
 }
 
 // belowTrigger reports, without decoding or tokenizing the messages raw
@@ -248,15 +354,25 @@ func (c *compactor) belowTrigger(raw string, trigger int) bool {
 	return len(raw)+objects*c.framing <= trigger
 }
 
-// background computes the next summary of sp unless one is under way.
-func (c *compactor) background(sp *span, s session) {
+// background computes the next summary of sp unless one is under way,
+// and returns the one under way (nil once the server stops, or when a
+// summary newer than s has landed). mode says
+// whether a request needs it now (sync) or ahead of need (background).
+func (c *compactor) background(sp *span, s session, mode string) *pending {
 	c.mu.Lock()
-	if _, busy := c.pending[sp.id]; busy || c.bg.Err() != nil {
+	if p, busy := c.pending[sp.id]; busy || c.bg.Err() != nil {
 		c.mu.Unlock()
-		return
+		return p
+	}
+	// A summary stores its session before it stops being pending, so one
+	// that ended since s was read is in the store now: s is stale.
+	if cur := c.session(sp); cur.Covered > s.Covered {
+		c.mu.Unlock()
+		return nil
 	}
 	done := make(chan struct{})
-	c.pending[sp.id] = done
+	p := &pending{started: c.pace.now(), cut: sp.cut, done: done}
+	c.pending[sp.id] = p
 	c.wg.Add(1)
 	c.mu.Unlock()
 	go func() {
@@ -267,25 +383,11 @@ func (c *compactor) background(sp *span, s session) {
 			c.mu.Unlock()
 			close(done)
 		}()
-		if _, err := c.advance(c.bg, sp, s, "background"); err != nil {
+		if _, err := c.advance(c.bg, sp, s, mode); err != nil {
 			slog.Warn("background summary", "session", sp.id, "err", err)
 		}
 	}()
-}
-
-// wait waits for the background summary of id, if one is under way.
-func (c *compactor) wait(ctx context.Context, id string) bool {
-	c.mu.Lock()
-	done, ok := c.pending[id]
-	c.mu.Unlock()
-	if !ok {
-		return false
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	return true
+	return p
 }
 
 // advance folds raw messages [head+s.Covered, cut) into the summary with
@@ -317,6 +419,7 @@ func (c *compactor) advance(ctx context.Context, sp *span, s session, mode strin
 	if covered < 0 {
 		return s, fmt.Errorf("compressor covered %d messages, not a message boundary", res.Covered)
 	}
+	c.pace.summarized(linkName, time.Since(t0))
 	ns := session{ID: sp.id, Summary: res.Summary, Covered: covered, PrefixHash: sp.prefixHash(covered), GuidelineID: g.id, Link: linkName}
 	c.store.put(ns)
 	c.m.compressions.WithLabelValues(linkName, mode).Inc()

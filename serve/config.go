@@ -71,11 +71,26 @@ type Compression struct {
 	// as system + first user message + summary + the last turns.
 	Threshold int `yaml:"threshold"`
 	// Trigger is the fraction of Threshold at which the next summary is
-	// computed in the background, so no request waits for it.
+	// computed in the background, so no request waits for it. The lead
+	// time starts it earlier when the conversation grows faster than the
+	// summarizer can keep up with.
 	Trigger float64 `yaml:"trigger"`
+	// Floor is the fraction of Threshold a conversation's history passes
+	// before any summary of it is computed, however early the lead time
+	// would start one, so short conversations pay for none; 0 is Trigger.
+	Floor float64 `yaml:"floor"`
+	// MaxWait bounds a request's wait for a summary not ready when the
+	// threshold is passed; past it (or at once, when the summary is not
+	// expected within it) the request goes with the previous summary and
+	// the newest turns that fit.
+	MaxWait time.Duration `yaml:"max_wait"`
 	// KeepLast is the number of last turns (assistant message and what
 	// answers it) sent verbatim; ACON keeps the last pair (1).
 	KeepLast int `yaml:"keep_last"`
+	// KeepTokens, when set, bounds those turns in tokens: fewer are kept
+	// when they pass it, never fewer than the last one, whose tool results
+	// go verbatim; older tool outputs are folded into the summary.
+	KeepTokens int `yaml:"keep_tokens"`
 	// Registry is the guideline registry directory; its promoted history
 	// guideline is served.
 	Registry string `yaml:"registry"`
@@ -168,7 +183,7 @@ func Default() Config {
 		Listen:   "127.0.0.1:8787",
 		Upstream: Upstream{Timeout: 5 * time.Minute},
 		Compression: Compression{
-			Threshold: compress.DefaultHistoryThreshold, Trigger: 0.8, KeepLast: 1,
+			Threshold: compress.DefaultHistoryThreshold, Trigger: 0.8, KeepLast: 1, MaxWait: 250 * time.Millisecond,
 			Reload: 2 * time.Second, Encoding: llm.DefaultEncoding,
 		},
 		Compressor: Compressors{
@@ -263,8 +278,17 @@ func (c Config) Validate() error {
 	if !(cp.Trigger > 0 && cp.Trigger <= 1) {
 		bad("compression.trigger", "%v is not a fraction in (0, 1]", cp.Trigger)
 	}
+	if !(cp.Floor >= 0 && cp.Floor <= 1) {
+		bad("compression.floor", "%v is not a fraction in [0, 1] (0 means the trigger)", cp.Floor)
+	}
+	if cp.MaxWait < 0 {
+		bad("compression.max_wait", "must not be negative (0 never waits: a summary not ready means truncation)")
+	}
 	if cp.KeepLast < 1 {
 		bad("compression.keep_last", "must be at least 1 (the last turn is always sent)")
+	}
+	if cp.KeepTokens < 0 {
+		bad("compression.keep_tokens", "must not be negative (0 bounds the kept turns by keep_last only)")
 	}
 	if cp.Registry == "" {
 		bad("compression.registry", "must name the guideline registry directory (optimize guideline promote writes to it)")

@@ -91,7 +91,7 @@ func TestBelowTriggerAgreesWithCounting(t *testing.T) {
 					if err != nil {
 						t.Fatalf("n=%d: %v", n, err)
 					}
-					sp := c.prepareSpan(conv, "tenant", 1)
+					sp := c.prepareSpan(conv, "tenant", 1, 0)
 					counted := sp.headTok + sp.tail(conv.head)
 					fast := c.belowTrigger(conv.msgs.Raw, trigger)
 					if fast && counted > trigger {

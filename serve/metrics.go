@@ -17,6 +17,9 @@ type metrics struct {
 	latency           *prometheus.HistogramVec
 	compressions      *prometheus.CounterVec
 	tokensSaved       prometheus.Counter
+	summaryWaited     prometheus.Counter
+	summaryBypassed   prometheus.Counter
+	summaryWait       prometheus.Histogram
 	compressorSeconds *prometheus.HistogramVec
 	fallbacks         *prometheus.CounterVec
 	upstreamErrors    *prometheus.CounterVec
@@ -37,9 +40,16 @@ func newMetrics(sessions func() float64) *metrics {
 			Help:    "Time to the end of the response, by endpoint.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"endpoint"}),
 		compressions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compressions_total",
-			Help: "Summaries computed, by the link that produced them and whether a request waited (sync) or not (background)."}, []string{"link", "mode"}),
+			Help: "Summaries computed, by the link that produced them and whether a request past the threshold needed it (sync) or it was started ahead of need (background)."}, []string{"link", "mode"}),
 		tokensSaved: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "tokens_saved_total",
 			Help: "Prompt tokens not sent upstream thanks to compression."}),
+		summaryWaited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "summary_waited_total",
+			Help: "Requests past the threshold that waited (at most compression.max_wait) for their summary."}),
+		summaryBypassed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "summary_bypassed_total",
+			Help: "Requests past the threshold whose summary was not ready in time: sent with the previous summary and the newest turns that fit."}),
+		summaryWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "summary_wait_seconds",
+			Help:    "Time a request waited for its summary.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 		compressorSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "compressor_duration_seconds",
 			Help: "Time of one compressor call, by link.", Buckets: prometheus.DefBuckets}, []string{"link"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fallbacks_total",
@@ -55,7 +65,7 @@ func newMetrics(sessions func() float64) *metrics {
 	}
 	m.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "sessions",
 		Help: "Conversations with a summary in the store."}, sessions)
-	m.reg.MustRegister(m.requests, m.latency, m.compressions, m.tokensSaved, m.compressorSeconds, m.fallbacks,
+	m.reg.MustRegister(m.requests, m.latency, m.compressions, m.tokensSaved, m.summaryWaited, m.summaryBypassed, m.summaryWait, m.compressorSeconds, m.fallbacks,
 		m.upstreamErrors, m.rejected, m.reloads, m.guideline, m.sessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

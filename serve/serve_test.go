@@ -126,7 +126,12 @@ func TestFallbackToTruncation(t *testing.T) {
 func TestHotReloadFailsNoRequest(t *testing.T) {
 	up := newRecUpstream(t, sim.Config{Latency: 20 * time.Millisecond})
 	dir, promoted, other := registry(t)
-	srv, url := start(t, testConfig(t, up.url(), up.url(), dir))
+	cfg := testConfig(t, up.url(), up.url(), dir)
+	// Every request here waits for its summary, so each names the guideline
+	// it was made with: 200 summaries at once on a small machine take
+	// longer than the default bound, past which a request is truncated.
+	cfg.Compression.MaxWait = time.Minute
+	srv, url := start(t, cfg)
 	reg, err := guideline.OpenRegistry(dir)
 	if err != nil {
 		t.Fatal(err)

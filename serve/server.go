@@ -164,7 +164,8 @@ func New(cfg Config) (*Server, error) {
 	s.comp = &compactor{
 		cfg: cfg.Compression, tok: tok, store: st, gl: s.gl, m: s.m, log: s.slog,
 		chain:   &chain{links: links, truncation: trunc.History, tok: tok, m: s.m},
-		pending: map[string]chan struct{}{},
+		pending: map[string]*pending{},
+		pace:    newPace(time.Now, cfg.Sessions.TTL, cfg.Sessions.Max),
 		// A message's framing and the longest role not in its bytes.
 		framing:  tok.CountMessage(llm.Message{Role: "tool"}),
 		countAll: cfg.Limits.TokenBudget > 0,
@@ -545,7 +546,7 @@ func (s *Server) proxyChat(f apiFormat) http.HandlerFunc {
 		}
 		if out.compressed || out.waited {
 			slog.Info("compressed", "request_id", requestID(r), "session", out.session, "tokens_original", out.original,
-				"tokens_sent", out.sent, "guideline", out.guidelineID, "link", out.link, "waited", out.waited)
+				"tokens_sent", out.sent, "guideline", out.guidelineID, "link", out.link, "waited", out.waited, "bypassed", out.bypassed)
 		}
 		s.lim.spend(tenant, int64(out.sent))
 		s.forward(w, r, up, tenant, body)

@@ -14,7 +14,16 @@
 //     the machine's other load disturbs less than req/s;
 //  3. memory: many keep-alive connections held open, each sending a request
 //     every 2 s, while serve's RSS, Go heap and stacks are sampled each
-//     second; a verdict from the samples after the warm-up (goal: flat).
+//     second; a verdict from the samples after the warm-up (goal: flat);
+//  4. compaction: long tool-using conversations with the summarizer slowed
+//     (see compaction.go): the share of summaries a request waited for, the
+//     waits, the upstream tokens per compacted turn, the summarizer calls
+//     and the tool pairs sent.
+//
+// With --baseline (another build of optimize, such as today's main), its
+// serve runs beside this one: in the latency and throughput phases as one
+// more path, in the same rounds, and in the compaction phase on the same
+// conversations, so every comparison is paired in one run.
 //
 // Like for like: nginx runs as many workers as serve has GOMAXPROCS (both
 // the machine's CPUs unless --procs says otherwise), both keep connections
@@ -55,6 +64,8 @@ var body = []byte(`{"model":"ctxopt-sim","messages":[{"role":"system","content":
 
 type options struct {
 	optimize, nginx string
+	baseline        string
+	compaction      compactionOptions
 	procs           int
 	phases          map[string]bool
 	rate            int
@@ -69,8 +80,16 @@ func main() {
 	var o options
 	flag.StringVar(&o.optimize, "optimize", "bin/optimize", "the optimize binary")
 	flag.StringVar(&o.nginx, "nginx", "", "the nginx binary (empty: skip the comparison)")
+	flag.StringVar(&o.baseline, "baseline", "", "another optimize binary whose serve is measured beside this one (empty: none)")
+	summarizer := flag.String("summarizer", "300ms,1.5s,5s", "summarizer latencies of the compaction runs, comma-separated")
+	flag.IntVar(&o.compaction.conversations, "conversations", 20, "conversations of the compaction runs, all at once")
+	flag.IntVar(&o.compaction.turns, "turns", 60, "tool-using turns of each conversation")
+	flag.IntVar(&o.compaction.threshold, "threshold", 8000, "serve's compression threshold in the compaction runs")
+	flag.DurationVar(&o.compaction.turnLatency, "turn-latency", 100*time.Millisecond, "the upstream's answer time in the compaction runs (the pace of a turn)")
+	flag.StringVar(&o.compaction.maxWait, "max-wait", "", "compression.max_wait of this build in the compaction runs (empty: its default)")
+	flag.DurationVar(&o.compaction.held, "held", 50*time.Millisecond, "hold beyond which a request counts as having waited for a summary")
 	flag.IntVar(&o.procs, "procs", runtime.NumCPU(), "serve's GOMAXPROCS and nginx's worker_processes")
-	phases := flag.String("phases", "latency,throughput,memory", "which measurements to run, comma-separated")
+	phases := flag.String("phases", "latency,throughput,memory,compaction", "which measurements to run, comma-separated")
 	flag.IntVar(&o.rate, "rate", 1000, "requests per second of the latency runs")
 	flag.DurationVar(&o.latencyFor, "latency-for", 10*time.Second, "length of each path's latency run")
 	flag.IntVar(&o.clients, "clients", 64, "closed-loop clients of the throughput runs")
@@ -82,11 +101,19 @@ func main() {
 	flag.Parse()
 	o.phases = map[string]bool{}
 	for p := range strings.SplitSeq(*phases, ",") {
-		if p = strings.TrimSpace(p); p != "latency" && p != "throughput" && p != "memory" {
-			fmt.Fprintf(os.Stderr, "serve-bench: --phases: unknown phase %q; want latency, throughput or memory\n", p)
+		if p = strings.TrimSpace(p); !slices.Contains([]string{"latency", "throughput", "memory", "compaction"}, p) {
+			fmt.Fprintf(os.Stderr, "serve-bench: --phases: unknown phase %q; want latency, throughput, memory or compaction\n", p)
 			os.Exit(2)
 		}
 		o.phases[p] = true
+	}
+	for d := range strings.SplitSeq(*summarizer, ",") {
+		v, err := time.ParseDuration(strings.TrimSpace(d))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "serve-bench: --summarizer: %v\n", err)
+			os.Exit(2)
+		}
+		o.compaction.summarizer = append(o.compaction.summarizer, v)
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "serve-bench:", err)
@@ -110,8 +137,13 @@ type proc struct {
 }
 
 func spawn(name string, env []string, args ...string) (*proc, error) {
+	return spawnTo(os.Stderr, name, env, args...)
+}
+
+// spawnTo is spawn with the process's stderr written to stderr.
+func spawnTo(stderr io.Writer, name string, env []string, args ...string) (*proc, error) {
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -177,6 +209,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	// A bound on the summary, as guidelines optimized for cost (ACON's CO
+	// step) carry: the embedded model otherwise writes a sentence a turn,
+	// and in the compaction runs the summary alone would near the threshold.
+	src += "\nKeep the reasoning to one brief paragraph.\n"
 	rec, _, err := reg.Put(guideline.Record{Kind: guideline.KindHistory, Source: "bench"}, src)
 	if err != nil {
 		return err
@@ -203,6 +239,14 @@ func run(o options) error {
 	if err := waitHTTP(proxied + "/readyz"); err != nil {
 		return err
 	}
+	var base *proc
+	var baseURL string
+	if o.baseline != "" {
+		if base, baseURL, err = spawnBaseline(o, work, yaml, serveAddr); err != nil {
+			return err
+		}
+		defer base.stop()
+	}
 	var ngx string
 	var ngxPids []int
 	if o.nginx != "" {
@@ -218,7 +262,7 @@ func run(o options) error {
 		direct, runtime.NumCPU(), o.procs, o.procs, loadavg())
 
 	if o.phases["latency"] {
-		if err := latencyPhase(o, direct, proxied, ngx); err != nil {
+		if err := latencyPhase(o, direct, proxied, baseURL, ngx); err != nil {
 			return err
 		}
 	}
@@ -226,6 +270,9 @@ func run(o options) error {
 		paths := []path{
 			{name: "direct", url: direct, pids: []int{sim.cmd.Process.Pid}},
 			{name: "serve", url: proxied, pids: []int{srv.cmd.Process.Pid}},
+		}
+		if base != nil {
+			paths = append(paths, path{name: "baseline", url: baseURL, pids: []int{base.cmd.Process.Pid}})
 		}
 		if ngx != "" {
 			paths = append(paths, path{name: "nginx", url: ngx, pids: ngxPids})
@@ -239,8 +286,36 @@ func run(o options) error {
 			return err
 		}
 	}
+	if o.phases["compaction"] {
+		if err := compactionPhase(o, reg.Dir()); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("serve-bench: load average at the end %s\n", loadavg())
 	return nil
+}
+
+// spawnBaseline starts the baseline build's serve with the config of
+// this one, on another port.
+func spawnBaseline(o options, work, yaml, serveAddr string) (*proc, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	cfg := filepath.Join(work, "serve-baseline.yaml")
+	if err := os.WriteFile(cfg, []byte(strings.Replace(yaml, serveAddr, addr, 1)), 0o644); err != nil {
+		return nil, "", err
+	}
+	p, err := spawn("baseline", []string{"GOMAXPROCS=" + strconv.Itoa(o.procs)}, o.baseline, "--log-level", "warn", "serve", "--config", cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	url := "http://" + addr
+	if err := waitHTTP(url + "/readyz"); err != nil {
+		p.stop()
+		return nil, "", err
+	}
+	return p, url, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -375,10 +450,13 @@ func pct(lat []time.Duration) percentiles {
 	return percentiles{p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
 }
 
-func latencyPhase(o options, direct, proxied, ngx string) error {
+func latencyPhase(o options, direct, proxied, baseline, ngx string) error {
+	names := []string{"direct", "serve"}
 	urls := []string{direct, proxied}
-	if ngx != "" {
-		urls = append(urls, ngx)
+	for _, p := range []struct{ name, url string }{{"baseline serve", baseline}, {"nginx proxy_pass", ngx}} {
+		if p.url != "" {
+			names, urls = append(names, p.name), append(urls, p.url)
+		}
 	}
 	if _, err := latency(urls, o.rate, time.Second); err != nil { // warm-up
 		return err
@@ -392,10 +470,10 @@ func latencyPhase(o options, direct, proxied, ngx string) error {
 		o.rate, o.latencyFor, ms(d.p50), ms(d.p99), ms(s.p50), ms(s.p99))
 	fmt.Printf("added latency of serve: p50 %s, p99 %s (goal p99 <= 2.000 ms); median over the rounds of each round's added p99 %s\n",
 		ms(s.p50-d.p50), ms(s.p99-d.p99), ms(medianAdded(p[1], p[0])))
-	if ngx != "" {
-		n := p[2].all
-		fmt.Printf("added latency of nginx proxy_pass, same run: p50 %s, p99 %s; median of the rounds' added p99 %s\n",
-			ms(n.p50-d.p50), ms(n.p99-d.p99), ms(medianAdded(p[2], p[0])))
+	for k := 2; k < len(urls); k++ {
+		n := p[k].all
+		fmt.Printf("added latency of %s, same run: p50 %s, p99 %s; median of the rounds' added p99 %s\n",
+			names[k], ms(n.p50-d.p50), ms(n.p99-d.p99), ms(medianAdded(p[k], p[0])))
 	}
 	return nil
 }
@@ -503,7 +581,10 @@ func throughputPhase(o options, paths []path, upstreamPid int) {
 		throughput(clients[k], p.url, o.clients, time.Second) // warm-up: connections open
 	}
 	got := make([][]sample, len(paths))
-	var ratios []float64
+	// vs is the path serve is compared with: nginx, else the baseline.
+	vs := slices.IndexFunc(paths, func(p path) bool { return p.name == "nginx" })
+	baseline := slices.IndexFunc(paths, func(p path) bool { return p.name == "baseline" })
+	var ratios, baseRatios []float64
 	for r := range rounds {
 		// Rotate the order, and reverse it every other round, so no path
 		// always runs first or after the same one.
@@ -527,10 +608,15 @@ func throughputPhase(o options, paths []path, upstreamPid int) {
 			got[k] = append(got[k], s)
 			line += fmt.Sprintf(" %s %.0f req/s;", p.name, rps)
 		}
-		if len(paths) == 3 {
-			ratio := got[1][r].rps / got[2][r].rps
+		if vs > 0 {
+			ratio := got[1][r].rps / got[vs][r].rps
 			ratios = append(ratios, ratio)
-			line += fmt.Sprintf(" serve/nginx %.2f", ratio)
+			line += fmt.Sprintf(" serve/nginx %.2f;", ratio)
+		}
+		if baseline > 0 {
+			ratio := got[1][r].rps / got[baseline][r].rps
+			baseRatios = append(baseRatios, ratio)
+			line += fmt.Sprintf(" serve/baseline %.2f", ratio)
 		}
 		fmt.Println(strings.TrimSuffix(line, ";"))
 	}
@@ -553,6 +639,10 @@ func throughputPhase(o options, paths []path, upstreamPid int) {
 	if len(ratios) > 0 {
 		fmt.Printf("throughput: serve/nginx median of %d paired rounds %.2f (min %.2f, max %.2f) (goal >= 0.80)\n",
 			len(ratios), median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
+	if len(baseRatios) > 0 {
+		fmt.Printf("throughput: serve/baseline median of %d paired rounds %.2f (min %.2f, max %.2f) (goal >= 0.90)\n",
+			len(baseRatios), median(baseRatios), slices.Min(baseRatios), slices.Max(baseRatios))
 	}
 }
 
