@@ -19,6 +19,7 @@ type metrics struct {
 	tokensSaved       prometheus.Counter
 	compressorSeconds *prometheus.HistogramVec
 	fallbacks         *prometheus.CounterVec
+	invalid           *prometheus.CounterVec
 	upstreamErrors    *prometheus.CounterVec
 	rejected          *prometheus.CounterVec
 	reloads           *prometheus.CounterVec
@@ -44,6 +45,8 @@ func newMetrics(sessions func() float64) *metrics {
 			Help: "Time of one compressor call, by link.", Buckets: prometheus.DefBuckets}, []string{"link"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fallbacks_total",
 			Help: "Links passed over in the fallback chain, by link and reason (breaker_open, error, timeout, invalid)."}, []string{"link", "reason"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compressor_rejections_total",
+			Help: "Compressor answers rejected as invalid summaries, by link and the rule they broke (compress.Rule*: empty, coverage, not_shorter, no_section)."}, []string{"link", "rule"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_errors_total",
 			Help: "Upstream answers with an error status or no answer (code 0), by endpoint."}, []string{"endpoint", "code"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rejected_total",
@@ -55,7 +58,7 @@ func newMetrics(sessions func() float64) *metrics {
 	}
 	m.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "sessions",
 		Help: "Conversations with a summary in the store."}, sessions)
-	m.reg.MustRegister(m.requests, m.latency, m.compressions, m.tokensSaved, m.compressorSeconds, m.fallbacks,
+	m.reg.MustRegister(m.requests, m.latency, m.compressions, m.tokensSaved, m.compressorSeconds, m.fallbacks, m.invalid,
 		m.upstreamErrors, m.rejected, m.reloads, m.guideline, m.sessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
