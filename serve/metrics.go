@@ -89,3 +89,20 @@ func (c *codeCounters) inc(code int) {
 	}
 	(*p).Inc()
 }
+
+// watchBreakers exposes each link's breaker as compressor_breaker_open
+// (1 while open or half-open), what /readyz reports as degraded, so an
+// alert can fire on it.
+func (m *metrics) watchBreakers(links []*link) {
+	for _, l := range links {
+		br := l.br
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "compressor_breaker_open",
+			Help:        "1 while the link's circuit breaker is open (its compressions fall to the next link), else 0.",
+			ConstLabels: prometheus.Labels{"link": l.name}}, func() float64 {
+			if br.open() {
+				return 1
+			}
+			return 0
+		}))
+	}
+}

@@ -163,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 		_ = s.closeStores()
 		return nil, err
 	}
+	s.m.watchBreakers(links)
 	trunc, err := compress.New(compress.FIFO, &compress.FIFOParams{Keep: 1}, compress.Deps{Tokenizer: tok})
 	if err != nil {
 		_ = s.closeStores()

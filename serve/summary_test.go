@@ -98,6 +98,9 @@ func TestMalformedTeacherDegrades(t *testing.T) {
 	if code, body := readyz(t, url); code != http.StatusOK || body != "ready guideline="+id+"\n" {
 		t.Fatalf("before any compression: /readyz %d %q", code, body)
 	}
+	if n := metric(t, url, `ctxopt_serve_compressor_breaker_open{link="teacher"}`); n != 0 {
+		t.Fatalf("before any compression: compressor_breaker_open{link=teacher} = %v", n)
+	}
 	for i := range 3 {
 		resp, b := post(t, url+"/v1/chat/completions", toolConversation(4, "bad"+strconv.Itoa(i)), nil)
 		if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderBackend) != LinkTruncation {
@@ -111,6 +114,9 @@ func TestMalformedTeacherDegrades(t *testing.T) {
 	series := `ctxopt_serve_compressor_rejections_total{link="teacher",rule="` + compress.RuleNoSection + `"}`
 	if n := metric(t, url, series); n != 2 {
 		t.Errorf("%s = %v, want 2", series, n)
+	}
+	if n := metric(t, url, `ctxopt_serve_compressor_breaker_open{link="teacher"}`); n != 1 {
+		t.Errorf("compressor_breaker_open{link=teacher} = %v, want 1", n)
 	}
 	if code, body := readyz(t, url); code != http.StatusOK || body != "degraded guideline="+id+" breaker_open=teacher\n" {
 		t.Errorf("breaker open: /readyz %d %q, want 200 degraded naming the teacher", code, body)
