@@ -15,7 +15,11 @@ build:
 # The main job on the embedded offline model: no key, no network. runs/ is
 # the demo's own: what an earlier demo left there is reused where its inputs
 # are unchanged and redone where they changed (another build of the embedded
-# model, another job), never refused (--replace).
+# model, another job), never refused (--replace). Last, the selected
+# guideline is promoted past the gate of the run's own test-split evaluation
+# (success not 5 points below the starting guideline's, on the paired 95%
+# interval) into the registry serve.example.yaml serves, so
+# `optimize serve --config serve.example.yaml` starts as it is.
 demo: build
 	./$(BIN) run --config jobs/demo.yaml --out runs/demo --replace
 	./$(BIN) eval --config jobs/demo.yaml --split train --run runs/demo --replace \
@@ -23,6 +27,9 @@ demo: build
 	  --candidate llmlingua=llmlingua --candidate prompting=prompting \
 	  --candidate guideline=guideline,guideline=selected \
 	  --candidate pace=pace --candidate plan-aware=plan-aware --out runs/demo-strategies
+	./$(BIN) guideline promote --run runs/demo --gate runs/demo/eval --against prompting \
+	  --rule "success >= -0.05" \
+	  "$$(sed -n 's/^  "selected_guideline": "\(.*\)",$$/\1/p' runs/demo/summary.json)"
 
 # A real model in the loop (llama.cpp serving Gemma 3 270M on loopback) and
 # the Python tools reading the datasets; see scripts/real-model/README.md.

@@ -31,14 +31,15 @@ func TestCheckSummary(t *testing.T) {
 		covered int
 		c       SummaryContract
 		want    string // "" for valid
+		rule    string // the rule RuleOf names
 	}{
-		{"valid, no sections asked", "the agent searched", 2, SummaryContract{}, ""},
-		{"valid, one section of two", "FACT CACHE:\n- a fact", 2, sections, ""},
-		{"section in another case", "Reasoning: it searched", 2, sections, ""},
-		{"empty", "  \n", 2, sections, "empty"},
-		{"covers nothing new", "FACT CACHE: x", 0, sections, "not past 0"},
-		{"not shorter", strings.Repeat("REASONING word ", 400), 2, sections, "not shorter"},
-		{"no section", "lorem ipsum dolor", 2, sections, "none of the guideline's sections (REASONING, FACT CACHE)"},
+		{"valid, no sections asked", "the agent searched", 2, SummaryContract{}, "", ""},
+		{"valid, one section of two", "FACT CACHE:\n- a fact", 2, sections, "", ""},
+		{"section in another case", "Reasoning: it searched", 2, sections, "", ""},
+		{"empty", "  \n", 2, sections, "empty", RuleEmpty},
+		{"covers nothing new", "FACT CACHE: x", 0, sections, "not past 0", RuleCoverage},
+		{"not shorter", strings.Repeat("REASONING word ", 400), 2, sections, "not shorter", RuleNotShorter},
+		{"no section", "lorem ipsum dolor", 2, sections, "none of the guideline's sections (REASONING, FACT CACHE)", RuleNoSection},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckSummary(tok, in, Output{Summary: tc.summary, Covered: tc.covered}, tc.c)
@@ -47,6 +48,9 @@ func TestCheckSummary(t *testing.T) {
 				t.Fatalf("rejected: %v", err)
 			case tc.want != "" && (!errors.Is(err, ErrInvalidSummary) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+			if got := RuleOf(err); got != tc.rule {
+				t.Errorf("RuleOf(%v) = %q, want %q", err, got, tc.rule)
 			}
 		})
 	}

@@ -29,7 +29,7 @@ import (
 )
 
 // Embedded is the base_url value that selects the embedded offline model.
-const Embedded = "embedded"
+const Embedded = embedded.BaseURL
 
 // Job is the job spec (YAML). Unknown keys are errors.
 type Job struct {

@@ -4,7 +4,9 @@
 // format. It prints one JSON line per check:
 //   {"check": NAME, "ok": bool, "detail": ..., "compressed": N, "saved": N, "guideline": ID, "backend": LINK}
 // and exits 1 if any check failed.
-// Usage: node scripts/serve-clients.mjs BASE_URL API_KEY STEPS
+// Usage: node scripts/serve-clients.mjs BASE_URL API_KEY STEPS [HELLO_REPLY]
+// HELLO_REPLY is the embedded model's answer to a plain chat (sim.ChatReply),
+// which the hello-world checks expect.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,15 +16,16 @@ const require = createRequire(path.join(root, '.cache', 'node', 'package.json'))
 const OpenAI = require('openai').default;
 const Anthropic = require('@anthropic-ai/sdk').default;
 
-const [base, apiKey, stepsArg] = process.argv.slice(2);
+const [base, apiKey, stepsArg, helloReply] = process.argv.slice(2);
 if (!base || !apiKey) {
   console.error('usage: node scripts/serve-clients.mjs BASE_URL API_KEY [STEPS]');
   process.exit(2);
 }
 const steps = Number(stepsArg || 8);
 const model = 'ctxopt-sim';
-// The embedded model plays a role per request; a plain chat is answered
-// by its compressor role (docs/embedded-model.md).
+// The embedded model plays a role per request; these plain chats ask for
+// its compressor role (docs/embedded-model.md). Without a role header and
+// tools, a chat gets its fixed reply (the hello-world checks).
 const plain = { headers: { 'X-Ctxopt-Role': 'compressor' } };
 const task = 'Answer: Q1: What is the river of Ostrela?';
 const system = 'You answer questions by searching.';
@@ -53,6 +56,18 @@ const oaTools = [
 const toolNames = new Set(oaTools.map((t) => t.function.name));
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 const anTools = oaTools.map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
+
+await run('openai hello world', async () => {
+  const { data, response } = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+  const text = data.choices[0].message.content;
+  report('openai hello world', response.status === 200 && text === helloReply, text);
+});
+
+await run('anthropic hello world', async () => {
+  const { data, response } = await anthropic.messages.create({ model, max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+  const text = data.content.find((b) => b.type === 'text')?.text;
+  report('anthropic hello world', response.status === 200 && text === helloReply, text);
+});
 
 await run('openai plain chat', async () => {
   const { data, response } = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'Summarize: the sky is blue.' }] }, plain).withResponse();

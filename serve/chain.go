@@ -58,6 +58,14 @@ func (b *breaker) allow() bool {
 	return true
 }
 
+// open reports whether the breaker is open or half-open: failures in a
+// row that no success has ended yet.
+func (b *breaker) open() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fails >= b.failures
+}
+
 func (b *breaker) record(ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -124,7 +132,9 @@ func (ch *chain) run(ctx context.Context, first string, call func(ctx context.Co
 		switch {
 		case errors.Is(err, compress.ErrInvalidSummary):
 			reason = reasonInvalid
-			slog.Warn("compressor answer rejected", "link", l.name, "reason", err)
+			rule := compress.RuleOf(err)
+			ch.m.invalid.WithLabelValues(l.name, rule).Inc()
+			slog.Warn("compressor answer rejected", "link", l.name, "reason", err, "rule", rule)
 		case errors.Is(err, context.DeadlineExceeded):
 			reason = reasonTimeout
 		}
@@ -201,6 +211,17 @@ func (ch *chain) cut(s string, target int) string {
 		out = out[:i]
 	}
 	return strings.ToValidUTF8(out, "")
+}
+
+// open names the links whose breaker is open, in chain order.
+func (ch *chain) open() []string {
+	var names []string
+	for _, l := range ch.links {
+		if l.br.open() {
+			names = append(names, l.name)
+		}
+	}
+	return names
 }
 
 // has reports whether the chain has a link named name.

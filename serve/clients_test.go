@@ -15,8 +15,10 @@ import (
 
 // TestOfficialClients drives the proxy with the official openai and
 // @anthropic-ai/sdk npm packages (scripts/serve-clients.mjs) in front of the
-// embedded model, and checks every request the upstream received: each
-// tool call is followed by its result, compressed or not.
+// embedded model: a hello world (one user message, no role header, no
+// tools) gets 200 and the model's fixed reply in both SDKs, and every
+// request the upstream received keeps each tool call followed by its
+// result, compressed or not.
 func TestOfficialClients(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -39,7 +41,7 @@ func TestOfficialClients(t *testing.T) {
 	cfg.Auth = Auth{KeyHashes: []string{HashKey(key)}}
 	_, url := start(t, cfg)
 
-	cmd := exec.CommandContext(t.Context(), node, filepath.Join(root, "scripts/serve-clients.mjs"), url, key, "8")
+	cmd := exec.CommandContext(t.Context(), node, filepath.Join(root, "scripts/serve-clients.mjs"), url, key, "8", sim.ChatReply)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()
@@ -69,7 +71,7 @@ func TestOfficialClients(t *testing.T) {
 			}
 		}
 	}
-	if runErr != nil || checks != 11 {
+	if runErr != nil || checks != 13 {
 		t.Fatalf("serve-clients: %v, %d checks\n%s", runErr, checks, stderr.String())
 	}
 	up.mu.Lock()

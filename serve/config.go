@@ -24,6 +24,7 @@ import (
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/internal/yamlpos"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/llm/embedded"
 )
 
 // Config is serve.yaml. Every field is a setting that a flag or an
@@ -247,6 +248,9 @@ func (c Config) Validate() error {
 				bad(field+".base_url", "must not be empty (an API root such as http://127.0.0.1:8080/v1)")
 			}
 			return
+		}
+		if base == embedded.BaseURL {
+			return // started by New; it needs no key
 		}
 		u, err := url.Parse(base)
 		switch {

@@ -22,6 +22,7 @@ type metrics struct {
 	summaryWait       prometheus.Histogram
 	compressorSeconds *prometheus.HistogramVec
 	fallbacks         *prometheus.CounterVec
+	invalid           *prometheus.CounterVec
 	upstreamErrors    *prometheus.CounterVec
 	rejected          *prometheus.CounterVec
 	reloads           *prometheus.CounterVec
@@ -54,6 +55,8 @@ func newMetrics(sessions func() float64) *metrics {
 			Help: "Time of one compressor call, by link.", Buckets: prometheus.DefBuckets}, []string{"link"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fallbacks_total",
 			Help: "Links passed over in the fallback chain, by link and reason (breaker_open, error, timeout, invalid)."}, []string{"link", "reason"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compressor_rejections_total",
+			Help: "Compressor answers rejected as invalid summaries, by link and the rule they broke (compress.Rule*: empty, coverage, not_shorter, no_section)."}, []string{"link", "rule"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_errors_total",
 			Help: "Upstream answers with an error status or no answer (code 0), by endpoint."}, []string{"endpoint", "code"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rejected_total",
@@ -65,7 +68,7 @@ func newMetrics(sessions func() float64) *metrics {
 	}
 	m.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "sessions",
 		Help: "Conversations with a summary in the store."}, sessions)
-	m.reg.MustRegister(m.requests, m.latency, m.compressions, m.tokensSaved, m.summaryWaited, m.summaryBypassed, m.summaryWait, m.compressorSeconds, m.fallbacks,
+	m.reg.MustRegister(m.requests, m.latency, m.compressions, m.tokensSaved, m.summaryWaited, m.summaryBypassed, m.summaryWait, m.compressorSeconds, m.fallbacks, m.invalid,
 		m.upstreamErrors, m.rejected, m.reloads, m.guideline, m.sessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -95,4 +98,21 @@ func (c *codeCounters) inc(code int) {
 		c.byCode[code].Store(p)
 	}
 	(*p).Inc()
+}
+
+// watchBreakers exposes each link's breaker as compressor_breaker_open
+// (1 while open or half-open), what /readyz reports as degraded, so an
+// alert can fire on it.
+func (m *metrics) watchBreakers(links []*link) {
+	for _, l := range links {
+		br := l.br
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "compressor_breaker_open",
+			Help:        "1 while the link's circuit breaker is open (its compressions fall to the next link), else 0.",
+			ConstLabels: prometheus.Labels{"link": l.name}}, func() float64 {
+			if br.open() {
+				return 1
+			}
+			return 0
+		}))
+	}
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/llm/embedded"
 )
 
 // Response headers that say what the proxy did.
@@ -52,6 +53,8 @@ type Server struct {
 	comp  *compactor
 	slog  *sessionLog
 	tok   *llm.Tokenizer
+	// model is the embedded model the endpoints set to embedded use.
+	model *embedded.Server
 
 	openai, anthropic *upstream
 
@@ -151,11 +154,16 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.model, err = startEmbedded(&cfg); err != nil {
+		_ = s.closeStores()
+		return nil, err
+	}
 	links, err := buildLinks(cfg.Compressor, tok)
 	if err != nil {
 		_ = s.closeStores()
 		return nil, err
 	}
+	s.m.watchBreakers(links)
 	trunc, err := compress.New(compress.FIFO, &compress.FIFOParams{Keep: 1}, compress.Deps{Tokenizer: tok})
 	if err != nil {
 		_ = s.closeStores()
@@ -285,6 +293,9 @@ func (s *Server) closeStores() error {
 		errs = append(errs, s.slog.close())
 	}
 	errs = append(errs, s.store.close())
+	if s.model != nil {
+		errs = append(errs, s.model.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -315,13 +326,21 @@ func (s *Server) routes() http.Handler {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	g := s.gl.current()
 	switch {
 	case s.draining.Load():
 		http.Error(w, "draining", http.StatusServiceUnavailable)
-	case s.gl.current() == nil:
+	case g == nil:
 		http.Error(w, "no promoted history guideline loaded", http.StatusServiceUnavailable)
 	default:
-		fmt.Fprintf(w, "ready guideline=%s\n", s.gl.current().id)
+		// Degraded still routes (200): with a breaker open, compression
+		// falls back to the next link or to truncation, and requests are
+		// answered; the body says which links are out.
+		if open := s.comp.chain.open(); len(open) > 0 {
+			fmt.Fprintf(w, "degraded guideline=%s breaker_open=%s\n", g.id, strings.Join(open, ","))
+			return
+		}
+		fmt.Fprintf(w, "ready guideline=%s\n", g.id)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -44,6 +46,9 @@ func openStore(path string, ttl time.Duration, max int) (*store, error) {
 	s := &store{ttl: ttl, max: max, now: time.Now, order: list.New(), byID: map[string]*list.Element{}}
 	if path == "" {
 		return s, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("sessions.path: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {

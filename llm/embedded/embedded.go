@@ -19,6 +19,9 @@ type Config = sim.Config
 type Server = sim.Server
 
 const (
+	// BaseURL is the base_url value that selects the embedded model, in a
+	// job's roles and in serve.yaml's endpoints alike.
+	BaseURL = "embedded"
 	// ModelName is the model it answers as when a request names none.
 	ModelName = sim.ModelName
 	// DefaultAddr listens on a free loopback port.

@@ -523,15 +523,23 @@ func (h *handler) complete(r *http.Request, a admission, req chatRequest) (chatR
 	return resp, nil
 }
 
+// ChatReply is the whole answer to a plain chat: a request with neither a
+// role header nor tools, as a client's hello world sends (documented in
+// docs/embedded-model.md, Determinism and roles).
+const ChatReply = "Hello from ctxopt's embedded offline model. It is a deterministic test double, not a language model: every plain chat gets this reply."
+
+// purposeChat is the role of a plain chat; no ctxopt client sends it.
+const purposeChat llm.Purpose = "chat"
+
 // chatRole reads the role header; without one, a request with tools is the
-// agent's.
+// agent's and any other a plain chat.
 func chatRole(header string, tools bool) (llm.Purpose, error) {
 	switch p := llm.Purpose(strings.TrimSpace(header)); p {
 	case "":
 		if tools {
 			return llm.PurposeAgent, nil
 		}
-		return "", fmt.Errorf("no %s header and no tools: set %s to agent, compressor, analyzer, optimizer, judge or generator", llm.RoleHeader, llm.RoleHeader)
+		return purposeChat, nil
 	case llm.PurposeAgent, llm.PurposeCompressor, llm.PurposeAnalyzer, llm.PurposeOptimizer, llm.PurposeJudge, llm.PurposeGenerator:
 		return p, nil
 	case llm.PurposeEmbedder:
@@ -553,6 +561,10 @@ func variation(req chatRequest, sample int) uint64 {
 // answer plays role on the conversation.
 func (h *handler) answer(role llm.Purpose, msgs []llm.Message, tools []llm.Tool, sample int, key, variation uint64) (chatChoice, error) {
 	c := chatChoice{Message: respMessage{Role: "assistant"}, FinishReason: "stop"}
+	if role == purposeChat {
+		c.Message.Content = ChatReply
+		return c, nil
+	}
 	if role == llm.PurposeAgent {
 		t, ok := planReply(msgs)
 		if !ok {

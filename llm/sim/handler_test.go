@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -195,7 +197,7 @@ func TestChatRoles(t *testing.T) {
 		{"analyzer", chatBody(t, []llm.Message{{Role: "user", Content: utPrompt("t", "", utOptimized)}}, false), []string{llm.RoleHeader, "analyzer"}, 200, "missing_or_distorted_facts"},
 		{"optimizer", chatBody(t, []llm.Message{{Role: "user", Content: updatePrompt(guidelineV0, utFeedback...)}}, false), []string{llm.RoleHeader, "optimizer"}, 200, "Rules:"},
 		{"judge", chatBody(t, []llm.Message{{Role: "user", Content: "OUTPUT_A\nx\nOUTPUT_B\ny\n"}}, false), []string{llm.RoleHeader, "judge"}, 200, `\"winner\"`},
-		{"no header and no tools", compressorReq, nil, 400, llm.RoleHeader},
+		{"no header and no tools is a plain chat", compressorReq, nil, 200, ChatReply},
 		{"unknown role header", compressorReq, []string{llm.RoleHeader, "poet"}, 400, "unknown role"},
 		{"embedder on chat", compressorReq, []string{llm.RoleHeader, "embedder"}, 400, "/v1/embeddings"},
 		{"bad JSON", []byte(`{"messages": [`), []string{llm.RoleHeader, "agent"}, 400, "invalid JSON"},
@@ -494,5 +496,41 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := Start(context.Background(), "256.0.0.1:1", Config{}); err == nil {
 		t.Error("listening on a bad address succeeded")
+	}
+}
+
+// TestChatReplyDocumented: a plain chat (no role header, no tools) gets the
+// fixed reply the documentation quotes, in both wire formats and streamed,
+// whatever it asks.
+func TestChatReplyDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "embedded-model.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, []byte("> "+ChatReply)) {
+		t.Errorf("docs/embedded-model.md does not quote the plain-chat reply %q", ChatReply)
+	}
+	h := newHandlerT(t, Config{})
+	quoted, _ := json.Marshal(ChatReply)
+	tests := []struct {
+		name, path string
+		body       string
+	}{
+		{"openai hello", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`},
+		{"openai question", "/v1/chat/completions", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is 2+2?"}]}`},
+		{"openai streamed", "/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"anthropic hello", "/v1/messages", `{"model":"claude-3-5-haiku-latest","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(t, h, tt.path, []byte(tt.body))
+			want := quoted
+			if strings.Contains(tt.body, `"stream":true`) {
+				want = []byte(`"Hello from`) // streamed in pieces
+			}
+			if r.status != http.StatusOK || !bytes.Contains(r.body, want) {
+				t.Errorf("status %d body %s; want 200 with %s", r.status, r.body, want)
+			}
+		})
 	}
 }
