@@ -1,12 +1,6 @@
 GO ?= go
 BIN := bin/optimize
 
-# libzstd (C, through DataDog/zstd's cgo) compresses the datasets' Parquet
-# pages and is most of an export's CPU. Built at -O3, as zstd's own build and
-# DuckDB's release builds compile it, it takes about 10% less time than at
-# cgo's default -O2 (bench/distill.sh, paired). A CGO_CFLAGS of your own wins.
-export CGO_CFLAGS ?= -O3 -g
-
 .PHONY: demo test bench lint build tools clean real
 
 build:
