@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -21,8 +22,7 @@ type Format interface {
 
 // RowWriter writes the rows of one split in one format.
 type RowWriter interface {
-	// Write adds a row, already checked (checkRow). It keeps none of r's
-	// memory once it returns.
+	// Write adds a row, already checked (checkRow).
 	Write(r *Row) error
 	// Close writes what is pending (a footer); it does not close w.
 	Close() error
@@ -103,12 +103,9 @@ func selectFormats(names []string) ([]FormatInfo, error) {
 }
 
 func formatNames(list []FormatInfo) string {
-	s := ""
+	names := make([]string, len(list))
 	for i, f := range list {
-		if i > 0 {
-			s += ", "
-		}
-		s += f.Name
+		names[i] = f.Name
 	}
-	return s
+	return strings.Join(names, ", ")
 }
