@@ -40,8 +40,9 @@ tools:
 # 2 ms per answer, and the peak heap at 10,000 workflows,
 # the rollout step's non-LLM cost as the history grows,
 # the PACE builder on a 5,000-chunk history, PACE's answers with glimpse on
-# and off on the long-horizon qa, dataset export rows/s and peak
-# RSS against DuckDB, optimize serve's added latency, throughput against
+# and off on the long-horizon qa, optimize distill's rows/s and peak RSS at
+# 100,000 rows (and Parquet alone, ours against DuckDB, for information; a
+# run takes minutes, most of it redaction), optimize serve's added latency, throughput against
 # nginx and memory under 2,000 held connections (bench/serve.sh, about 2.5
 # minutes), peak RSS of a rollout at 1,000 vs 100 tasks, and the cache file
 # under a 10 MB limit over three seeds.
