@@ -1,12 +1,6 @@
 GO ?= go
 BIN := bin/optimize
 
-# libzstd (C, through DataDog/zstd's cgo) compresses the datasets' Parquet
-# pages and is most of an export's CPU. Built at -O3, as zstd's own build and
-# DuckDB's release builds compile it, it takes about 10% less time than at
-# cgo's default -O2 (bench/distill.sh, paired). A CGO_CFLAGS of your own wins.
-export CGO_CFLAGS ?= -O3 -g
-
 .PHONY: demo test bench lint build tools clean real
 
 build:
@@ -53,12 +47,13 @@ tools:
 # 2 ms per answer, and the peak heap at 10,000 workflows,
 # the rollout step's non-LLM cost as the history grows,
 # the PACE builder on a 5,000-chunk history, PACE's answers with glimpse on
-# and off on the long-horizon qa, dataset export rows/s and peak
-# RSS against DuckDB, optimize serve's added latency, throughput against
-# nginx, memory under 2,000 held connections and long conversations with a
-# slow summarizer (bench/serve.sh, about 4 minutes), peak RSS of a rollout
-# at 1,000 vs 100 tasks, and the cache file under a 10 MB limit over three
-# seeds.
+# and off on the long-horizon qa, optimize distill's rows/s and peak RSS at
+# 100,000 rows (and Parquet alone, ours against DuckDB, for information; a
+# run takes minutes, most of it redaction), optimize serve's added latency,
+# throughput against nginx, memory under 2,000 held connections and long
+# conversations with a slow summarizer (bench/serve.sh, about 4 minutes),
+# peak RSS of a rollout at 1,000 vs 100 tasks, and the cache file under a
+# 10 MB limit over three seeds.
 bench: build tools
 	$(GO) test -run '^$$' -bench 'AgentCallsThroughClient' -benchtime 3x ./llm/sim/
 	$(GO) test -run '^$$' -bench 'CounterIncremental' -benchtime 1x ./rollout/

@@ -3,7 +3,6 @@ module github.com/ctxopt/ctxopt
 go 1.26.8
 
 require (
-	github.com/DataDog/zstd v1.5.7
 	github.com/dlclark/regexp2 v1.11.0
 	github.com/flosch/pongo2/v6 v6.0.0
 	github.com/klauspost/compress v1.18.0

@@ -25,15 +25,17 @@ import (
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 // Options shape a build. Zero values take the defaults noted.
 type Options struct {
 	// Seed orders tasks for the split (0 means 42, the papers' seed).
 	Seed int
-	// ValidationFraction is the share of tasks in the validation split
-	// (0 means 0.1; a negative value puts every task in train).
-	ValidationFraction float64
+	// ValidationFraction is the share of tasks in the validation split, in
+	// [0, 1) (CheckValidationFraction): 0 puts every task in train. Nil
+	// means DefaultValidationFraction.
+	ValidationFraction *float64
 	// MaxLength drops rows whose input and output tokens exceed it (0 means
 	// 10000, the distillation sequence length of ACON D.3).
 	MaxLength int
@@ -63,8 +65,8 @@ type Options struct {
 	License string
 	// LicenseLink is a URL or path of the license text, for the card.
 	LicenseLink string
-	// Concurrency bounds the goroutines that decode, redact and encode
-	// (0 means GOMAXPROCS).
+	// Concurrency bounds the goroutines that decode and redact (0 means
+	// GOMAXPROCS).
 	Concurrency int
 }
 
@@ -75,17 +77,25 @@ const (
 	DefaultMaxLength          = 10000
 )
 
+// CheckValidationFraction is the one rule for a validation fraction, which
+// the job file and the command line apply too: a share of the tasks in
+// [0, 1), 0 for no validation split (1 would leave train no task).
+func CheckValidationFraction(f float64) error {
+	if !(f >= 0 && f < 1) {
+		return fmt.Errorf("%g is out of range; want a share of tasks in [0, 1) (0: no validation split)", f)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Seed == 0 {
 		o.Seed = DefaultSeed
 	}
-	switch {
-	case o.ValidationFraction == 0:
-		o.ValidationFraction = DefaultValidationFraction
-	case o.ValidationFraction < 0:
-		o.ValidationFraction = 0
-	case o.ValidationFraction >= 1:
-		return o, fmt.Errorf("validation fraction %v: want less than 1, so that train keeps some tasks", o.ValidationFraction)
+	if o.ValidationFraction == nil {
+		o.ValidationFraction = new(float64(DefaultValidationFraction))
+	}
+	if err := CheckValidationFraction(*o.ValidationFraction); err != nil {
+		return o, fmt.Errorf("validation fraction: %w", err)
 	}
 	if o.MaxLength == 0 {
 		o.MaxLength = DefaultMaxLength
@@ -125,7 +135,7 @@ func Build(ctx context.Context, runDir, outDir string, opts Options) (Manifest, 
 	m.License, m.LicenseLink = opts.License, opts.LicenseLink
 	m.Options = ManifestOptions{
 		Seed:               opts.Seed,
-		ValidationFraction: opts.ValidationFraction,
+		ValidationFraction: *opts.ValidationFraction,
 		MaxLength:          opts.MaxLength,
 		RedactEmails:       opts.RedactEmails,
 		SkipBad:            opts.SkipBad,
@@ -169,7 +179,7 @@ func Build(ctx context.Context, runDir, outDir string, opts Options) (Manifest, 
 	if m.Rows.Kept == 0 {
 		return m, noDataError(runDir, &m)
 	}
-	splits := assignSplits(tasks, opts.Seed, opts.ValidationFraction)
+	splits := assignSplits(tasks, opts.Seed, *opts.ValidationFraction)
 	stats, err := writeSpool(ctx, spoolPath, tmp, splits, opts)
 	if err != nil {
 		return m, err
@@ -217,7 +227,10 @@ func resolveRun(runDir string, opts *Options, m *Manifest) error {
 				return err
 			}
 			if len(files) == 0 && len(opts.Synth) == 0 {
-				return fmt.Errorf("%w: no %s under %s (is it a run or rollout output directory?)", ErrNoData, trajectoryFileName, runDir)
+				if fi, err := os.Stat(runDir); err == nil && !fi.IsDir() {
+					return fmt.Errorf("%w: %s is a file; give a run or rollout output directory (or the file as a trajectory file)", ErrNoData, runDir)
+				}
+				return fmt.Errorf("%w: no %s under %s (is it a run or rollout output directory?)", ErrNoData, rollout.TrajectoriesFile, runDir)
 			}
 		}
 	}
@@ -539,7 +552,7 @@ func writeSpool(ctx context.Context, spoolPath, dir string, splits map[string]st
 		return WriterStats{}, fmt.Errorf("open row spool: %w", err)
 	}
 	defer f.Close()
-	w, err := NewWriter(dir, WriterOptions{RowGroupRows: opts.RowGroupRows, Concurrency: opts.Concurrency})
+	w, err := NewWriter(dir, WriterOptions{RowGroupRows: opts.RowGroupRows})
 	if err != nil {
 		return WriterStats{}, err
 	}

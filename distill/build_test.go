@@ -43,9 +43,6 @@ func TestBuildGolden(t *testing.T) {
 		"recipe/train_lora.py", "recipe/axolotl.yaml", "recipe/openai.md",
 	} {
 		t.Run(name, func(t *testing.T) {
-			if name == "manifest.json" && zstdLibrary != "libzstd" {
-				t.Skipf("the golden manifest holds the Parquet files' hashes as libzstd (cgo) compresses them; this build uses %s", zstdLibrary)
-			}
 			got, err := os.ReadFile(filepath.Join(out, name))
 			if err != nil {
 				t.Fatal(err)
@@ -145,7 +142,7 @@ func writeRun(t *testing.T, dir string, trajs ...rollout.Trajectory) {
 		buf.Write(line)
 		buf.WriteByte('\n')
 	}
-	path := filepath.Join(dir, "stages", "test", "rollout", trajectoryFileName)
+	path := filepath.Join(dir, "stages", "test", "rollout", rollout.TrajectoriesFile)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -181,10 +178,10 @@ func TestBuildSplitsByTask(t *testing.T) {
 	}
 	writeRun(t, run, trajs...)
 	for _, tt := range []struct {
-		fraction float64
-		wantVal  int // tasks
-	}{{0, valTasks(40, DefaultValidationFraction)}, {0.25, valTasks(40, 0.25)}, {-1, 0}} {
-		t.Run(fmt.Sprint(tt.fraction), func(t *testing.T) {
+		fraction *float64 // nil: the default
+		wantVal  int      // tasks
+	}{{nil, valTasks(40, DefaultValidationFraction)}, {new(0.25), valTasks(40, 0.25)}, {new(0.0), 0}} {
+		t.Run(fmt.Sprint(tt.wantVal), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "ds")
 			m, err := Build(t.Context(), run, out, Options{ValidationFraction: tt.fraction})
 			if err != nil {
@@ -217,7 +214,7 @@ func rowsBySplit(t *testing.T, out string) map[string][]Row {
 	t.Helper()
 	rows := map[string][]Row{}
 	for _, split := range splitNames {
-		for _, line := range readLines(t, filepath.Join(out, jsonlName(split))) {
+		for _, line := range readLines(t, filepath.Join(out, jsonlFormat{}.Path(split))) {
 			var r Row
 			if err := json.Unmarshal(line, &r); err != nil {
 				t.Fatal(err)
@@ -299,7 +296,7 @@ func TestBuildSplitsStableWhenSourcesChange(t *testing.T) {
 	a, b := source("a.jsonl", 0, 60), source("b.jsonl", 60, 150)
 	splitOf := func(files ...string) map[string]string {
 		out := filepath.Join(t.TempDir(), "ds")
-		if _, err := Build(t.Context(), "", out, Options{Trajectories: files, ValidationFraction: 0.2}); err != nil {
+		if _, err := Build(t.Context(), "", out, Options{Trajectories: files, ValidationFraction: new(0.2)}); err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]string{}
@@ -339,7 +336,7 @@ func TestBuildCuration(t *testing.T) {
 			rollout.CompressionEvent{Kind: compress.KindHistory, GuidelineID: "g-1", Input: []llm.Message{{Role: "system", Content: " "}}, Output: "y"},
 		),
 	)
-	m, err := Build(t.Context(), run, filepath.Join(t.TempDir(), "ds"), Options{MaxLength: 200, ValidationFraction: -1})
+	m, err := Build(t.Context(), run, filepath.Join(t.TempDir(), "ds"), Options{MaxLength: 200, ValidationFraction: new(0.0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,6 +447,16 @@ func TestBuildBadInput(t *testing.T) {
 			t.Errorf("err = %v, want ErrNoData", err)
 		}
 	})
+	t.Run("a file given as the run", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "rows.jsonl")
+		if err := os.WriteFile(file, []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Build(t.Context(), file, filepath.Join(t.TempDir(), "ds"), Options{})
+		if !errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), "is a file") {
+			t.Errorf("err = %v, want ErrNoData saying the run is a file", err)
+		}
+	})
 	t.Run("guideline matches nothing", func(t *testing.T) {
 		run := t.TempDir()
 		writeRun(t, run, success("a", event(compress.KindHistory, "h", "s")))
@@ -462,7 +469,7 @@ func TestBuildBadInput(t *testing.T) {
 	corrupt := func(t *testing.T) string {
 		run := t.TempDir()
 		writeRun(t, run, success("a", event(compress.KindHistory, "h", "s")), success("b", event(compress.KindHistory, "h2", "s2")))
-		path := filepath.Join(run, "stages", "test", "rollout", trajectoryFileName)
+		path := filepath.Join(run, "stages", "test", "rollout", rollout.TrajectoriesFile)
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -511,7 +518,7 @@ func TestBuildBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			run := t.TempDir()
 			writeRun(t, run, success("a", event(compress.KindHistory, "h", "s")), success("b", event(compress.KindHistory, "h2", "s2")))
-			path := filepath.Join(run, "stages", "test", "rollout", trajectoryFileName)
+			path := filepath.Join(run, "stages", "test", "rollout", rollout.TrajectoriesFile)
 			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -617,7 +624,7 @@ func TestBuildSkipsHeldOutSplits(t *testing.T) {
 			buf.Write(line)
 			buf.WriteByte('\n')
 		}
-		if err := os.WriteFile(filepath.Join(dir, trajectoryFileName), buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, rollout.TrajectoriesFile), buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if split != "" {
@@ -635,7 +642,7 @@ func TestBuildSkipsHeldOutSplits(t *testing.T) {
 	write("eval-selected", "test", of("test", "qa-test-0001"), of("test", "qa-test-0002"))
 	write("unlabelled", "", of("test", "qa-test-0003"), of("train", "qa-train-0003"))
 	out := filepath.Join(t.TempDir(), "ds")
-	m, err := Build(t.Context(), run, out, Options{ValidationFraction: -1})
+	m, err := Build(t.Context(), run, out, Options{ValidationFraction: new(0.0)})
 	if err != nil {
 		t.Fatal(err)
 	}

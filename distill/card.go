@@ -30,9 +30,19 @@ var templates = template.Must(template.New("").Funcs(template.FuncMap{
 }).ParseFS(templateFS, "templates/*.tmpl"))
 
 type cardSplit struct {
-	Name, Parquet, JSONL, Messages string
-	Rows                           int
-	Stats                          SplitStats
+	Name  string
+	Rows  int
+	Stats SplitStats
+	Files []cardFile // one a registered format
+}
+
+type cardFile struct{ Path, Description string }
+
+// cardConfig is a 🤗 datasets configuration: a format's files of the
+// non-empty splits.
+type cardConfig struct {
+	Name  string
+	Files []struct{ Split, Path string }
 }
 
 type namedCount struct {
@@ -49,6 +59,7 @@ type cardData struct {
 	// AllSplits every split, for the tables.
 	Splits, AllSplits []cardSplit
 	EmptySplits       []string
+	Configs           []cardConfig
 	Dropped, Redacted []namedCount
 }
 
@@ -67,13 +78,9 @@ func newCardData(m *Manifest) cardData {
 	total := 0
 	for _, name := range splitNames {
 		st := m.Splits[name]
-		cs := cardSplit{
-			Name:     name,
-			Parquet:  filepath.ToSlash(parquetName(name)),
-			JSONL:    jsonlName(name),
-			Messages: messagesName(name),
-			Rows:     st.Rows,
-			Stats:    st,
+		cs := cardSplit{Name: name, Rows: st.Rows, Stats: st}
+		for _, f := range Formats() {
+			cs.Files = append(cs.Files, cardFile{filepath.ToSlash(f.Format.Path(name)), f.Description})
 		}
 		d.AllSplits = append(d.AllSplits, cs)
 		if st.Rows > 0 {
@@ -84,6 +91,16 @@ func newCardData(m *Manifest) cardData {
 		total += st.Rows
 	}
 	d.SizeCategory = sizeCategory(total)
+	for _, f := range Formats() {
+		if f.Config == "" {
+			continue
+		}
+		c := cardConfig{Name: f.Config}
+		for _, sp := range d.Splits {
+			c.Files = append(c.Files, struct{ Split, Path string }{sp.Name, filepath.ToSlash(f.Format.Path(sp.Name))})
+		}
+		d.Configs = append(d.Configs, c)
+	}
 	for _, r := range DropReasons() {
 		if n := m.Rows.Dropped[r]; n > 0 {
 			d.Dropped = append(d.Dropped, namedCount{r, n})

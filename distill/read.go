@@ -39,10 +39,6 @@ func (e *LineError) Error() string {
 
 func (e *LineError) Unwrap() error { return e.Err }
 
-// trajectoryFileName is what rollouts write; every such file under a run
-// directory is an input.
-const trajectoryFileName = "trajectories.jsonl"
-
 // findTrajectories returns every trajectories.jsonl under runDir, sorted, so
 // that the row order, and so the output, does not depend on the walk.
 func findTrajectories(runDir string) ([]string, error) {
@@ -51,7 +47,7 @@ func findTrajectories(runDir string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() || d.Name() != trajectoryFileName {
+		if d.IsDir() || d.Name() != rollout.TrajectoriesFile {
 			return nil
 		}
 		split, err := rolloutSplit(filepath.Dir(path))

@@ -215,7 +215,7 @@ func TestRedactionCorpus(t *testing.T) {
 	}
 	writeRun(t, run, trajs...)
 	out := filepath.Join(t.TempDir(), "ds")
-	if _, err := Build(t.Context(), run, out, Options{RedactEmails: true, ValidationFraction: 0.3}); err != nil {
+	if _, err := Build(t.Context(), run, out, Options{RedactEmails: true, ValidationFraction: new(0.3)}); err != nil {
 		t.Fatal(err)
 	}
 	var texts []string

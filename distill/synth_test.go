@@ -24,7 +24,7 @@ func TestBuildSynthRows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "ds")
-			m, err := Build(t.Context(), tc.run, dir, Options{Synth: []string{"testdata/synth"}, ValidationFraction: -1})
+			m, err := Build(t.Context(), tc.run, dir, Options{Synth: []string{"testdata/synth"}, ValidationFraction: new(0.0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,7 +35,7 @@ func TestBuildSynthRows(t *testing.T) {
 				t.Fatalf("sources %v, dropped %v, redactions %v", m.Sources, m.Rows.Dropped, m.Redactions)
 			}
 			paace := 0
-			for _, line := range readLines(t, filepath.Join(dir, jsonlName(SplitTrain))) {
+			for _, line := range readLines(t, filepath.Join(dir, jsonlFormat{}.Path(SplitTrain))) {
 				var r Row
 				if err := json.Unmarshal(line, &r); err != nil {
 					t.Fatal(err)
@@ -51,7 +51,7 @@ func TestBuildSynthRows(t *testing.T) {
 			if paace != 7 || m.Splits[SplitTrain].ByKind[KindPlanAware] != 7 {
 				t.Fatalf("%d paace rows, by kind %v; want the 7 compressions of the accepted workflows", paace, m.Splits[SplitTrain].ByKind)
 			}
-			for _, f := range []string{jsonlName(SplitTrain), messagesName(SplitTrain), parquetName(SplitTrain)} {
+			for _, f := range []string{jsonlFormat{}.Path(SplitTrain), messagesFormat{}.Path(SplitTrain), parquetFormat{}.Path(SplitTrain)} {
 				path := filepath.Join(dir, f)
 				vs, err := ValidateFile(t.Context(), path)
 				if err != nil || len(vs) > 0 {
@@ -74,10 +74,10 @@ func TestBuildSynthRows(t *testing.T) {
 func TestDuckDBReadsSynthRows(t *testing.T) {
 	duckdbCheck(t) // skips before the build when DuckDB is missing
 	dir := filepath.Join(t.TempDir(), "ds")
-	if _, err := Build(t.Context(), "", dir, Options{Synth: []string{"testdata/synth/executions.jsonl"}, ValidationFraction: -1}); err != nil {
+	if _, err := Build(t.Context(), "", dir, Options{Synth: []string{"testdata/synth/executions.jsonl"}, ValidationFraction: new(0.0)}); err != nil {
 		t.Fatal(err)
 	}
-	out := runDuckDBCheck(t, filepath.Join(dir, parquetName(SplitTrain)))
+	out := runDuckDBCheck(t, filepath.Join(dir, parquetFormat{}.Path(SplitTrain)))
 	var report struct {
 		Files []struct {
 			Rows int `json:"rows"`
@@ -100,7 +100,7 @@ func TestBuildSynthTornTail(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(synthDir, "executions.jsonl"), torn, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Build(t.Context(), "", filepath.Join(t.TempDir(), "ds"), Options{Synth: []string{synthDir}, ValidationFraction: -1})
+	m, err := Build(t.Context(), "", filepath.Join(t.TempDir(), "ds"), Options{Synth: []string{synthDir}, ValidationFraction: new(0.0)})
 	if err != nil {
 		t.Fatal(err)
 	}

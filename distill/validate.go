@@ -3,23 +3,18 @@ package distill
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
-	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -58,9 +53,9 @@ const maxViolations = 1000
 // non-empty string content; at least one assistant message); any other line
 // must be a prompt–completion row with its metadata. A Parquet file must have
 // the prompt–completion schema (message lists as LIST of STRUCT(role,
-// content)), zstd pages with intact checksums, plain or dictionary strings,
-// rows that pass the same checks, and column statistics that bound each
-// row group's values. The error is for files that cannot be read at all.
+// content)), zstd pages that read back, plain or dictionary strings, rows
+// that pass the same checks, and column statistics that bound each row
+// group's values. The error is for files that cannot be read at all.
 func ValidateFile(ctx context.Context, path string) ([]Violation, error) {
 	vs := &violations{file: path}
 	var err error
@@ -85,9 +80,6 @@ type violations struct {
 	// typedMessages is set when rows come typed (Parquet, the Writer), so
 	// no JSON-level check has looked at their messages yet.
 	typedMessages bool
-	// textsChecked is set when the caller checks that message texts are
-	// valid UTF-8 (the Writer, on the bytes it copies into its pages).
-	textsChecked bool
 }
 
 func (vs *violations) add(row int, field, format string, args ...any) {
@@ -400,7 +392,7 @@ func checkRowValues(row int, r *Row, vs *violations) {
 // has already reported role and content faults.
 func checkMessageValue(row int, part string, i int, m Message, roles map[string]bool, vs *violations) {
 	field := func(k string) string { return part + "[" + strconv.Itoa(i) + "]." + k }
-	if !vs.textsChecked && !utf8.ValidString(m.Content) {
+	if !utf8.ValidString(m.Content) {
 		vs.add(row, field("content"), "not valid UTF-8")
 	}
 	if !vs.typedMessages {
@@ -445,7 +437,7 @@ func validateParquet(ctx context.Context, path string, vs *violations) error {
 		return nil
 	}
 	checkParquetChunks(pf, vs)
-	if !checkParquetPages(f, pf, vs) {
+	if !checkParquetBounds(ctx, pf, vs) {
 		return nil // rows of a damaged page would be decoded from garbage
 	}
 	return checkParquetRows(ctx, pf, vs)
@@ -463,7 +455,6 @@ func checkParquetRows(ctx context.Context, pf *parquet.File, vs *violations) err
 	r := parquet.NewGenericReader[Row](pf)
 	defer r.Close()
 	ids := map[string]int{}
-	bounds := newStatsBounds(pf.Metadata())
 	buf := make([]Row, 256)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -474,7 +465,6 @@ func checkParquetRows(ctx context.Context, pf *parquet.File, vs *violations) err
 			row++
 			checkRowValues(row, &buf[i], vs)
 			checkUniqueID(row, buf[i].ID, ids, vs)
-			bounds.check(row, &buf[i], vs)
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -484,94 +474,77 @@ func checkParquetRows(ctx context.Context, pf *parquet.File, vs *violations) err
 			break
 		}
 	}
+	if int64(row) != pf.NumRows() {
+		vs.add(0, "", "%d rows read, the footer says %d", row, pf.NumRows())
+	}
 	return nil
 }
 
-// statsBounds checks each row's values against the statistics of its row
-// group: readers skip row groups by them (a filter in DuckDB or pyarrow), so
-// a bound that excludes a value drops that row from query results without
-// an error. Truncated string bounds (inexact) still bound the values.
-type statsBounds struct {
-	groups []format.RowGroup
-	g      int   // row group of the current row
-	end    int64 // rows before the end of group g
-	seen   map[int]bool
-}
-
-func newStatsBounds(md *format.FileMetaData) *statsBounds {
-	return &statsBounds{groups: md.RowGroups, g: -1, seen: map[int]bool{}}
-}
-
-// check checks r, the row-th row of the file (from 1).
-func (b *statsBounds) check(row int, r *Row, vs *violations) {
-	for int64(row) > b.end {
-		if b.g++; b.g >= len(b.groups) {
-			return // more rows than the footer names: the reader reports it
+// checkParquetBounds checks the pages of every column chunk against the
+// chunk's statistics: readers skip row groups by them (a filter in DuckDB or
+// pyarrow), so a bound that excludes a value drops its row from query
+// results without an error. Reading the pages also finds damaged ones
+// (parquet-go checks their checksums). It reports damage and returns false.
+func checkParquetBounds(ctx context.Context, pf *parquet.File, vs *violations) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			vs.add(0, "", "damaged file (write it again): the Parquet reader failed: %v", p)
+			ok = false
 		}
-		b.end += b.groups[b.g].NumRows
-	}
-	cols := b.groups[b.g].Columns
-	if len(cols) != numColumns {
-		return // the schema check reports it
-	}
-	str := func(col int, v string) {
-		st := &cols[col].MetaData.Statistics
-		if st.MinValue != nil && v < string(st.MinValue) || st.MaxValue != nil && v > string(st.MaxValue) {
-			b.report(row, col, vs, fmt.Sprintf("%q", v), fmt.Sprintf("%q", st.MinValue), fmt.Sprintf("%q", st.MaxValue))
+	}()
+	md := pf.Metadata()
+	for g, rg := range pf.RowGroups() {
+		for c, chunk := range rg.ColumnChunks() {
+			if ctx.Err() != nil {
+				return true // checkParquetRows returns the error
+			}
+			meta := &md.RowGroups[g].Columns[c].MetaData
+			if err := checkChunkBounds(chunk, &meta.Statistics); err != nil {
+				col := strings.Join(meta.PathInSchema, ".")
+				var outside *boundsError
+				if !errors.As(err, &outside) {
+					vs.add(0, col, "damaged file (write it again): row group %d: %v", g, err)
+					return false
+				}
+				vs.add(0, col, "row group %d: %v: readers filtering on its statistics would skip rows", g, err)
+			}
 		}
 	}
-	i64 := func(col int, v int64) {
-		st := &cols[col].MetaData.Statistics
-		lo, okLo := fixed8(st.MinValue)
-		hi, okHi := fixed8(st.MaxValue)
-		if okLo && v < int64(lo) || okHi && v > int64(hi) {
-			b.report(row, col, vs, fmt.Sprint(v), fmt.Sprint(int64(lo)), fmt.Sprint(int64(hi)))
+	return true
+}
+
+type boundsError struct{ value, lo, hi parquet.Value }
+
+func (e *boundsError) Error() string {
+	return fmt.Sprintf("value %.80s is outside the statistics [%.80s, %.80s]", e.value, e.lo, e.hi)
+}
+
+// checkChunkBounds returns a *boundsError for a page value outside the
+// chunk's statistics, or the error reading a page.
+func checkChunkBounds(chunk parquet.ColumnChunk, st *format.Statistics) error {
+	typ := chunk.Type()
+	pages := chunk.Pages()
+	defer pages.Close()
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		lo, hi, has := p.Bounds()
+		parquet.Release(p)
+		if !has {
+			continue
+		}
+		if st.MinValue != nil && typ.Compare(lo, typ.Kind().Value(st.MinValue)) < 0 {
+			return &boundsError{lo, typ.Kind().Value(st.MinValue), typ.Kind().Value(st.MaxValue)}
+		}
+		if st.MaxValue != nil && typ.Compare(hi, typ.Kind().Value(st.MaxValue)) > 0 {
+			return &boundsError{hi, typ.Kind().Value(st.MinValue), typ.Kind().Value(st.MaxValue)}
 		}
 	}
-	str(colID, r.ID)
-	for _, m := range r.Prompt {
-		str(colPromptRole, m.Role)
-		str(colPromptContent, m.Content)
-	}
-	for _, m := range r.Completion {
-		str(colCompletionRole, m.Role)
-		str(colCompletionContent, m.Content)
-	}
-	str(colKind, r.Kind)
-	str(colSource, r.Source)
-	str(colTaskID, r.TaskID)
-	i64(colStep, r.Step)
-	str(colGuidelineID, r.GuidelineID)
-	str(colTeacherModel, r.TeacherModel)
-	i64(colInputTokens, r.InputTokens)
-	i64(colOutputTokens, r.OutputTokens)
-	st := &cols[colCompressionRatio].MetaData.Statistics
-	lo, okLo := fixed8(st.MinValue)
-	hi, okHi := fixed8(st.MaxValue)
-	if v := r.CompressionRatio; okLo && !(v >= math.Float64frombits(lo)) || okHi && !(v <= math.Float64frombits(hi)) {
-		b.report(row, colCompressionRatio, vs, fmt.Sprint(v), fmt.Sprint(math.Float64frombits(lo)), fmt.Sprint(math.Float64frombits(hi)))
-	}
-	str(colSplit, r.Split)
-}
-
-// report adds one violation per column and row group: one wrong bound
-// would otherwise be reported for every row it excludes.
-func (b *statsBounds) report(row, col int, vs *violations, v, lo, hi string) {
-	key := b.g*numColumns + col
-	if b.seen[key] {
-		return
-	}
-	b.seen[key] = true
-	path := strings.Join(b.groups[b.g].Columns[col].MetaData.PathInSchema, ".")
-	vs.add(row, path, "value %s is outside row group %d's statistics [%s, %s]: readers filtering on them would skip this row", v, b.g, lo, hi)
-}
-
-// fixed8 decodes an 8-byte PLAIN statistics value.
-func fixed8(b []byte) (uint64, bool) {
-	if len(b) != 8 {
-		return 0, false
-	}
-	return binary.LittleEndian.Uint64(b), true
 }
 
 // checkParquetSchema compares each column with the one Row gives, by name,
@@ -623,130 +596,6 @@ func checkParquetChunks(pf *parquet.File, vs *violations) {
 			}
 		}
 	}
-}
-
-// checkParquetPages walks the pages of every column chunk by their headers
-// and checks each page's CRC-32 where it has one: parquet-go's reader checks
-// data pages only, so a flipped bit in a dictionary would change values
-// without an error. It reports damage and returns false.
-func checkParquetPages(f io.ReaderAt, pf *parquet.File, vs *violations) bool {
-	md := pf.Metadata()
-	var codec zstd.Codec
-	var buf []byte
-	err := parquetPages(f, md, func(p parquetPage) error {
-		if p.header.CRC != 0 && uint32(p.header.CRC) != crc32.ChecksumIEEE(p.body) {
-			return fmt.Errorf("page at byte %d: checksum mismatch", p.offset)
-		}
-		var err error
-		buf, err = checkPageBody(p, &md.RowGroups[p.rowGroup].Columns[p.column].MetaData, &codec, buf)
-		if err != nil {
-			return fmt.Errorf("page at byte %d: %w", p.offset, err)
-		}
-		return nil
-	})
-	if err != nil {
-		vs.add(0, "", "damaged file (write it again): %v", err)
-		return false
-	}
-	return true
-}
-
-// checkPageBody decompresses a zstd page and checks the sizes and counts
-// its header declares against its bodies: parquet-go's reader trusts them
-// where strict readers (pyarrow) reject the file, so a damaged header would
-// pass validation. It returns buf for reuse.
-func checkPageBody(p parquetPage, c *format.ColumnMetaData, codec *zstd.Codec, buf []byte) ([]byte, error) {
-	h := &p.header
-	values, compressed := p.body, true
-	switch {
-	case h.Type == format.DataPageV2 && h.DataPageHeaderV2.Valid:
-		v := &h.DataPageHeaderV2.V
-		levels := int64(v.RepetitionLevelsByteLength) + int64(v.DefinitionLevelsByteLength)
-		if v.RepetitionLevelsByteLength < 0 || v.DefinitionLevelsByteLength < 0 || levels > int64(len(p.body)) ||
-			v.NumNulls < 0 || v.NumNulls > v.NumValues || v.NumRows < 0 || v.NumRows > v.NumValues {
-			return buf, fmt.Errorf("header counts %d values, %d nulls, %d rows and %d bytes of levels in a %d-byte page",
-				v.NumValues, v.NumNulls, v.NumRows, levels, len(p.body))
-		}
-		values, compressed = p.body[levels:], !v.IsCompressed.Valid || v.IsCompressed.V
-	case h.Type == format.DictionaryPage && h.DictionaryPageHeader.Valid:
-	default:
-		return buf, nil // pages this package does not write are left to the reader
-	}
-	if c.Codec != format.Zstd || !compressed {
-		return buf, nil
-	}
-	out, err := codec.Decode(buf[:0], values)
-	if err != nil {
-		return buf, fmt.Errorf("decompress: %w", err)
-	}
-	if want := int64(h.UncompressedPageSize) - int64(len(p.body)-len(values)); int64(len(out)) != want {
-		return out, fmt.Errorf("%d bytes uncompressed, the header says %d", len(out), want)
-	}
-	if h.Type == format.DictionaryPage && c.Type == format.ByteArray {
-		n := int32(0)
-		for rest := out; len(rest) > 0; n++ {
-			if len(rest) < 4 || uint64(binary.LittleEndian.Uint32(rest)) > uint64(len(rest)-4) {
-				return out, fmt.Errorf("dictionary value %d runs past the page", n)
-			}
-			rest = rest[4+binary.LittleEndian.Uint32(rest):]
-		}
-		if n != h.DictionaryPageHeader.V.NumValues {
-			return out, fmt.Errorf("dictionary of %d values, the header says %d", n, h.DictionaryPageHeader.V.NumValues)
-		}
-	}
-	return out, nil
-}
-
-// parquetPage is one page of a column chunk as its header declares it.
-type parquetPage struct {
-	rowGroup, column int
-	header           format.PageHeader
-	offset           int64 // of the header
-	headerLen        int64
-	body             []byte
-}
-
-// parquetPages calls yield with each page of each column chunk in file
-// order, reading a chunk at a time; the chunk's pages must fill exactly the
-// bytes its metadata gives it.
-func parquetPages(f io.ReaderAt, md *format.FileMetaData, yield func(parquetPage) error) error {
-	var chunk []byte
-	for g, rg := range md.RowGroups {
-		for col, c := range rg.Columns {
-			where := func(format string, args ...any) error {
-				return fmt.Errorf("row group %d, column %s: %s", g, strings.Join(c.MetaData.PathInSchema, "."), fmt.Sprintf(format, args...))
-			}
-			start, size := c.MetaData.DataPageOffset, c.MetaData.TotalCompressedSize
-			if c.MetaData.DictionaryPageOffset > 0 {
-				start = c.MetaData.DictionaryPageOffset
-			}
-			if start < 0 || size < 0 || size > 1<<31 {
-				return where("chunk of %d bytes at byte %d", size, start)
-			}
-			chunk = slices.Grow(chunk[:0], int(size))[:size]
-			if _, err := f.ReadAt(chunk, start); err != nil {
-				return where("chunk of %d bytes at byte %d: %v", size, start, err)
-			}
-			for off := int64(0); off < size; {
-				r := bytes.NewReader(chunk[off:])
-				p := parquetPage{rowGroup: g, column: col, offset: start + off}
-				if err := thrift.NewDecoder(new(thrift.CompactProtocol).NewReader(r)).Decode(&p.header); err != nil {
-					return where("page header at byte %d: %v", p.offset, err)
-				}
-				p.headerLen = size - off - int64(r.Len())
-				n := int64(p.header.CompressedPageSize)
-				if n < 0 || n > int64(r.Len()) {
-					return where("page at byte %d: %d bytes, past the chunk's end", p.offset, n)
-				}
-				p.body = chunk[off+p.headerLen : off+p.headerLen+n]
-				if err := yield(p); err != nil {
-					return where("%v", err)
-				}
-				off += p.headerLen + n
-			}
-		}
-	}
-	return nil
 }
 
 func nodeString(n parquet.Node) string {

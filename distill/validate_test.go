@@ -16,7 +16,7 @@ func TestValidateAcceptsWhatBuildWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, split := range splitNames {
-		for _, name := range []string{jsonlName(split), messagesName(split), parquetName(split)} {
+		for _, name := range []string{jsonlFormat{}.Path(split), messagesFormat{}.Path(split), parquetFormat{}.Path(split)} {
 			t.Run(name, func(t *testing.T) {
 				vs, err := ValidateFile(t.Context(), filepath.Join(out, name))
 				if err != nil {

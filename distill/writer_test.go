@@ -8,10 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -93,10 +91,10 @@ const messageListSchema = `group %s (LIST) {
 func TestWriterParquetLayout(t *testing.T) {
 	dir := t.TempDir()
 	const rowGroupRows = 7
-	writeTestRows(t, dir, 50, WriterOptions{RowGroupRows: rowGroupRows, Concurrency: 3})
+	writeTestRows(t, dir, 50, WriterOptions{RowGroupRows: rowGroupRows})
 	for _, split := range splitNames {
 		t.Run(split, func(t *testing.T) {
-			pf := openParquet(t, filepath.Join(dir, parquetName(split)))
+			pf := openParquet(t, filepath.Join(dir, parquetFormat{}.Path(split)))
 			var b strings.Builder
 			if err := parquet.PrintSchema(&b, "row", pf.Schema()); err != nil {
 				t.Fatal(err)
@@ -143,14 +141,14 @@ func TestWriterRoundTrip(t *testing.T) {
 	if stats.Splits[SplitTrain].Rows != len(want) || stats.Rows() != 40 {
 		t.Fatalf("stats %+v, want %d train rows of 40", stats, len(want))
 	}
-	r := parquet.NewGenericReader[Row](openParquet(t, filepath.Join(dir, parquetName(SplitTrain))))
+	r := parquet.NewGenericReader[Row](openParquet(t, filepath.Join(dir, parquetFormat{}.Path(SplitTrain))))
 	got := make([]Row, 100)
 	n, _ := r.Read(got)
 	if n != len(want) {
 		t.Fatalf("read %d parquet rows, want %d", n, len(want))
 	}
-	lines := readLines(t, filepath.Join(dir, jsonlName(SplitTrain)))
-	msgs := readLines(t, filepath.Join(dir, messagesName(SplitTrain)))
+	lines := readLines(t, filepath.Join(dir, jsonlFormat{}.Path(SplitTrain)))
+	msgs := readLines(t, filepath.Join(dir, messagesFormat{}.Path(SplitTrain)))
 	for i := range want {
 		if !rowsEqual(got[i], want[i]) {
 			t.Errorf("parquet row %d = %+v, want %+v", i, got[i], want[i])
@@ -168,34 +166,16 @@ func TestWriterRoundTrip(t *testing.T) {
 	}
 }
 
-func TestWriterSameBytesWhateverConcurrency(t *testing.T) {
-	var sums []map[string]string
-	for _, c := range []int{1, 4} {
-		dir := t.TempDir()
-		writeTestRows(t, dir, 60, WriterOptions{RowGroupRows: 4, Concurrency: c})
-		files, err := listFiles(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]string{}
-		for _, f := range files {
-			m[f.Path] = f.SHA256
-		}
-		sums = append(sums, m)
+// TestWriterFormats: an export of the Parquet format alone writes the same
+// Parquet bytes as a full export and no other file; an unknown format is
+// refused with the registered ones.
+func TestWriterFormats(t *testing.T) {
+	if _, err := NewWriter(t.TempDir(), WriterOptions{Formats: []string{"csv"}}); err == nil || !strings.Contains(err.Error(), "jsonl, messages") {
+		t.Errorf("NewWriter with format csv: %v, want an error listing the formats", err)
 	}
-	for path, sum := range sums[0] {
-		if sums[1][path] != sum {
-			t.Errorf("%s differs between concurrency 1 and 4", path)
-		}
-	}
-}
-
-// TestWriterParquetOnly writes the same Parquet bytes as a full export and
-// no JSONL file.
-func TestWriterParquetOnly(t *testing.T) {
 	full, only := t.TempDir(), t.TempDir()
 	writeTestRows(t, full, 30, WriterOptions{RowGroupRows: 4})
-	writeTestRows(t, only, 30, WriterOptions{RowGroupRows: 4, ParquetOnly: true})
+	writeTestRows(t, only, 30, WriterOptions{RowGroupRows: 4, Formats: []string{"parquet"}})
 	want, err := listFiles(full)
 	if err != nil {
 		t.Fatal(err)
@@ -228,9 +208,7 @@ func TestWriterParquetOnly(t *testing.T) {
 
 // TestWriterRejectsMalformedRows writes good rows around a malformed one:
 // Write names the fault, and the files are byte for byte those of the good
-// rows alone, even when the fault is found after part of the row's texts
-// went into the pages, and after a full page (the large row) made it start
-// a new one.
+// rows alone, also after a row larger than a page.
 func TestWriterRejectsMalformedRows(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -247,7 +225,7 @@ func TestWriterRejectsMalformedRows(t *testing.T) {
 		{"invalid utf-8 in the prompt", func(r *Row) { r.Prompt[1].Content = "\xc3(" }, "prompt[1].content: not valid UTF-8"},
 	}
 	large := testRow(11, SplitTrain)
-	large.Prompt[1].Content = strings.Repeat("a long history ", pageBufferSize/15+1)
+	large.Prompt[1].Content = strings.Repeat("a long history ", (1<<20)/15+1)
 	write := func(t *testing.T, dir string, bad *Row, want string) {
 		t.Helper()
 		w, err := NewWriter(dir, WriterOptions{RowGroupRows: 3})
@@ -286,61 +264,12 @@ func TestWriterRejectsMalformedRows(t *testing.T) {
 	}
 }
 
-// TestWriterKeepsNoCallerMemory writes rows whose strings share one buffer
-// and scribbles over it after each Write, as a caller that reuses its
-// buffers does: the files are those of rows of their own.
-func TestWriterKeepsNoCallerMemory(t *testing.T) {
-	var rows []Row
-	for i := range 40 {
-		rows = append(rows, testRow(i, []string{SplitTrain, SplitValidation}[i%3/2]))
-	}
-	write := func(dir string, reuse bool) {
-		w, err := NewWriter(dir, WriterOptions{RowGroupRows: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 0, 1<<16)
-		for _, r := range rows {
-			if reuse {
-				buf = buf[:0]
-				str := func(s string) string {
-					start := len(buf)
-					buf = append(buf, s...)
-					return unsafe.String(unsafe.SliceData(buf[start:]), len(s))
-				}
-				for _, f := range []*string{&r.ID, &r.Kind, &r.Source, &r.TaskID, &r.GuidelineID, &r.TeacherModel, &r.Split} {
-					*f = str(*f)
-				}
-				for _, ms := range []*[]Message{&r.Prompt, &r.Completion} {
-					*ms = slices.Clone(*ms)
-					for i := range *ms {
-						(*ms)[i].Role, (*ms)[i].Content = str((*ms)[i].Role), str((*ms)[i].Content)
-					}
-				}
-			}
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-			for i := range buf {
-				buf[i] = 'X'
-			}
-		}
-		if _, err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ref, dir := t.TempDir(), t.TempDir()
-	write(ref, false)
-	write(dir, true)
-	sameDataFiles(t, dir, ref, "when the caller reuses its memory")
-}
-
 // sameDataFiles fails t unless the data files of dataset directories got
 // and want are the same, byte for byte.
 func sameDataFiles(t *testing.T, got, want, why string) {
 	t.Helper()
 	for _, split := range splitNames {
-		for _, name := range []string{jsonlName(split), messagesName(split), parquetName(split)} {
+		for _, name := range []string{jsonlFormat{}.Path(split), messagesFormat{}.Path(split), parquetFormat{}.Path(split)} {
 			g, err := os.ReadFile(filepath.Join(got, name))
 			if err != nil {
 				t.Fatal(err)
@@ -403,7 +332,7 @@ func TestDuckDBReadsParquet(t *testing.T) {
 	}
 	var paths []string
 	for _, split := range splitNames {
-		paths = append(paths, filepath.Join(dir, parquetName(split)))
+		paths = append(paths, filepath.Join(dir, parquetFormat{}.Path(split)))
 	}
 	out := runDuckDBCheck(t, paths...)
 	var report struct {
@@ -424,8 +353,8 @@ func TestDuckDBReadsParquet(t *testing.T) {
 	const messageList = `STRUCT("role" VARCHAR, "content" VARCHAR)[]`
 	for i, f := range report.Files {
 		split := splitNames[i]
-		if want := len(readLines(t, filepath.Join(dir, jsonlName(split)))); f.Rows != want || want == 0 {
-			t.Errorf("%s: DuckDB read %d rows, %s has %d", split, f.Rows, jsonlName(split), want)
+		if want := len(readLines(t, filepath.Join(dir, jsonlFormat{}.Path(split)))); f.Rows != want || want == 0 {
+			t.Errorf("%s: DuckDB read %d rows, %s has %d", split, f.Rows, jsonlFormat{}.Path(split), want)
 		}
 		types := map[string]string{}
 		for _, c := range f.Columns {
@@ -471,40 +400,4 @@ func rowsEqual(a, b Row) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
-}
-
-// TestRowColumns pins the encoder's column constants to the schema
-// parquet-go derives from Row's tags.
-func TestRowColumns(t *testing.T) {
-	want := map[int]string{
-		colID:                "id",
-		colPromptRole:        "prompt.list.element.role",
-		colPromptContent:     "prompt.list.element.content",
-		colCompletionRole:    "completion.list.element.role",
-		colCompletionContent: "completion.list.element.content",
-		colKind:              "kind",
-		colSource:            "source",
-		colTaskID:            "task_id",
-		colStep:              "step",
-		colGuidelineID:       "guideline_id",
-		colTeacherModel:      "teacher_model",
-		colInputTokens:       "input_tokens",
-		colOutputTokens:      "output_tokens",
-		colCompressionRatio:  "compression_ratio",
-		colSplit:             "split",
-	}
-	schema := parquet.SchemaOf(Row{})
-	columns := schema.Columns()
-	if len(columns) != numColumns || len(want) != numColumns {
-		t.Fatalf("schema has %d columns, constants %d, table %d", len(columns), numColumns, len(want))
-	}
-	for i, path := range columns {
-		if got := strings.Join(path, "."); got != want[i] {
-			t.Errorf("column %d is %s, constant names %s", i, got, want[i])
-		}
-		leaf, _ := schema.Lookup(path...)
-		if rep, def := leaf.MaxRepetitionLevel, leaf.MaxDefinitionLevel; (i >= colPromptRole && i <= colCompletionContent) != (rep == 1 && def == 1) || rep > 1 || def > 1 {
-			t.Errorf("column %s has levels rep %d def %d; the encoder assumes 1/1 for message fields and 0/0 otherwise", want[i], rep, def)
-		}
-	}
 }

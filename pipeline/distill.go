@@ -39,7 +39,7 @@ func (p *runner) distill(sum *RunSummary, final *stagedRollout) (*DatasetSummary
 	d, err := stage(p.dir, p.meter, stageSpec[*DatasetSummary]{name: "distill", inputs: inputs, store: p.store, owned: []string{DatasetsDir}, run: func(string) (*DatasetSummary, map[string]float64, error) {
 		d := &DatasetSummary{}
 		m, err := distill.Build(p.ctx, p.dir, out, distill.Options{
-			Seed: p.job.Seed, ValidationFraction: p.job.Distill.ValidationFraction, MaxLength: p.job.Distill.MaxLength,
+			Seed: p.job.Seed, ValidationFraction: &p.job.Distill.ValidationFraction, MaxLength: p.job.Distill.MaxLength,
 			RedactEmails: p.job.Distill.RedactEmails, Guideline: sum.SelectedGuideline, JobName: p.job.Name,
 			Trajectories: []string{final.Path}, Synth: p.job.Distill.Synth,
 		})

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/bytesize"
@@ -387,8 +388,8 @@ func (j *Job) applyDefaults() {
 	if o.Selection == "" {
 		o.Selection = guideline.SelectKeepParent
 	}
-	if j.Distill.ValidationFraction == 0 {
-		j.Distill.ValidationFraction = 0.1
+	if !j.has("distill.validation_fraction") {
+		j.Distill.ValidationFraction = distill.DefaultValidationFraction
 	}
 	if j.Distill.MaxLength == 0 {
 		j.Distill.MaxLength = 10000
@@ -553,7 +554,9 @@ func (j *Job) problems() []fieldProblem {
 	notNegative("budget.llm_calls", float64(j.Budget.LLMCalls))
 	notNegative("budget.tokens", float64(j.Budget.Tokens))
 	notNegative("budget.usd", j.Budget.USD)
-	fraction("distill.validation_fraction", j.Distill.ValidationFraction)
+	if err := distill.CheckValidationFraction(j.Distill.ValidationFraction); err != nil {
+		add("distill.validation_fraction", "%v", err)
+	}
 	if len(j.Distill.Synth) > 0 && !j.Distill.Enabled {
 		add("distill.synth", "goes with distill.enabled: true (the export reads it)")
 	}

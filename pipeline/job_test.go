@@ -75,3 +75,31 @@ func mustRead(t testing.TB, path string) string {
 	}
 	return string(b)
 }
+
+// TestParseJobValidationFraction: the job takes distill's one rule, so a
+// job can ask for no validation split, as the command line can.
+func TestParseJobValidationFraction(t *testing.T) {
+	for _, tc := range []struct {
+		yaml    string
+		want    float64
+		wantErr bool
+	}{
+		{yaml: "name: x\n", want: 0.1},
+		{yaml: "distill:\n  validation_fraction: 0\n", want: 0},
+		{yaml: "distill:\n  validation_fraction: 0.3\n", want: 0.3},
+		{yaml: "distill:\n  validation_fraction: 1\n", wantErr: true},
+		{yaml: "distill:\n  validation_fraction: -0.1\n", wantErr: true},
+	} {
+		j, err := ParseJob("job.yaml", []byte(tc.yaml))
+		switch {
+		case tc.wantErr:
+			if err == nil || !strings.Contains(err.Error(), "field distill.validation_fraction") {
+				t.Errorf("%q: err %v, want one naming distill.validation_fraction", tc.yaml, err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.yaml, err)
+		case j.Distill.ValidationFraction != tc.want:
+			t.Errorf("%q: validation fraction %g, want %g", tc.yaml, j.Distill.ValidationFraction, tc.want)
+		}
+	}
+}

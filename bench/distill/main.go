@@ -1,32 +1,31 @@
-// Command distill is the benchmark driver of bench/distill.sh: it generates
-// distillation rows as JSONL and exports them with distill.Writer, printing
-// rows/s and peak RSS.
+// Command distill is the benchmark driver of bench/distill.sh. gen writes a
+// run directory whose successful trajectories hold the compression events
+// of N rows, for `optimize distill` to export; export writes rows JSONL (an
+// export's train.jsonl) with distill.Writer, for the Parquet-only
+// comparison with DuckDB.
 //
-//	distill gen -rows 100000 -bytes 6000 -out rows.jsonl
-//	distill export -in rows.jsonl -out DIR
+//	distill gen -rows 100000 -bytes 6000 -out RUN
+//	distill export -in rows.jsonl -out DIR -formats parquet
 package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
-	"runtime/pprof"
+	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-	"unsafe"
-
-	"github.com/sourcegraph/conc/stream"
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/distill"
+	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 func main() {
@@ -39,7 +38,7 @@ func main() {
 	case "gen":
 		err = gen(os.Args[2:])
 	case "export":
-		err = export(context.Background(), os.Args[2:])
+		err = export(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q (want gen or export)", os.Args[1])
 	}
@@ -75,52 +74,52 @@ func text(r *rand.Rand, n int) string {
 	return b.String()
 }
 
+// eventsPerTrajectory is the compression events of a generated trajectory:
+// a long task compresses its history every few steps.
+const eventsPerTrajectory = 10
+
+// gen writes RUN/stages/bench/rollout/trajectories.jsonl: successful
+// trajectories, one task each, whose events are distinct rows of about
+// -bytes of text (a sixth of it the teacher's summary).
 func gen(args []string) error {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	rows := fs.Int("rows", 100000, "rows to generate")
 	size := fs.Int("bytes", 6000, "approximate text bytes per row")
-	tasks := fs.Int("tasks", 2000, "distinct task ids")
 	seed := fs.Uint64("seed", 42, "generator seed")
-	out := fs.String("out", "", "output JSONL file")
+	out := fs.String("out", "", "run directory to create")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" {
 		return errors.New("gen: -out is required")
 	}
-	f, err := os.Create(*out)
+	path := filepath.Join(*out, "stages", "bench", "rollout", rollout.TrajectoriesFile)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
 	r := rand.New(rand.NewPCG(*seed, *seed))
 	system := "You compress the interaction history of an agent. Keep every identifier, number and fact the remaining steps need; drop everything else."
-	for i := range *rows {
-		task := r.IntN(*tasks)
-		split := distill.SplitTrain
-		if task%10 == 0 {
-			split = distill.SplitValidation
+	in := *size * 5 / 6
+	for t := 0; t*eventsPerTrajectory < *rows; t++ {
+		tr := rollout.Trajectory{TaskID: fmt.Sprintf("task-%06d", t), Split: "train", Success: true}
+		for e := range min(eventsPerTrajectory, *rows-t*eventsPerTrajectory) {
+			tr.Events = append(tr.Events, compress.Event{
+				Kind:        compress.KindHistory,
+				Step:        3 * (e + 1),
+				GuidelineID: "g-ut1-co1",
+				Input:       []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: text(r, in-len(system))}},
+				Output:      text(r, *size-in),
+				Model:       "gpt-4.1-2025-04-14",
+			})
 		}
-		in := *size * 5 / 6
-		row := distill.Row{
-			ID:               fmt.Sprintf("%032x", i),
-			Prompt:           []distill.Message{{Role: "system", Content: system}, {Role: "user", Content: text(r, in-len(system))}},
-			Completion:       []distill.Message{{Role: "assistant", Content: text(r, *size-in)}},
-			Kind:             compress.KindHistory,
-			Source:           distill.SourceACON,
-			TaskID:           fmt.Sprintf("task-%05d", task),
-			Step:             int64(r.IntN(40)),
-			GuidelineID:      "g-ut1-co1",
-			TeacherModel:     "gpt-4.1-2025-04-14",
-			InputTokens:      int64(in / 4),
-			OutputTokens:     int64((*size - in) / 4),
-			CompressionRatio: 0.2,
-			Split:            split,
-		}
-		if err := enc.Encode(&row); err != nil {
+		if err := enc.Encode(&tr); err != nil {
 			return err
 		}
 	}
@@ -130,34 +129,24 @@ func gen(args []string) error {
 	return f.Close()
 }
 
-func export(ctx context.Context, args []string) error {
+func export(args []string) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	in := fs.String("in", "", "input JSONL rows (from gen)")
+	in := fs.String("in", "", "input JSONL rows (an export's train.jsonl)")
 	out := fs.String("out", "", "output dataset directory")
 	rowGroup := fs.Int("row-group-rows", 0, "rows per Parquet row group (0: default)")
-	rowGroupBytes := fs.Int("row-group-bytes", 0, "text bytes per Parquet row group (0: default)")
-	parquetOnly := fs.Bool("parquet-only", false, "write only the Parquet files")
-	workers := fs.Int("concurrency", 0, "row groups encoded at once (0: GOMAXPROCS)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	formats := fs.String("formats", "", "comma-separated formats to write (empty: all)")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if *cpuProfile != "" {
-		pf, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
 	}
 	if *in == "" || *out == "" {
 		return errors.New("export: -in and -out are required")
 	}
+	opts := distill.WriterOptions{RowGroupRows: *rowGroup}
+	if *formats != "" {
+		opts.Formats = strings.Split(*formats, ",")
+	}
 	start := time.Now()
-	n, stats, err := exportFile(ctx, *in, *out, distill.WriterOptions{RowGroupRows: *rowGroup, RowGroupBytes: *rowGroupBytes, Concurrency: *workers, ParquetOnly: *parquetOnly})
+	n, err := exportFile(*in, *out, opts)
 	if err != nil {
 		return err
 	}
@@ -166,190 +155,47 @@ func export(ctx context.Context, args []string) error {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return err
 	}
-	if n != stats.Rows() {
-		return fmt.Errorf("read %d rows but the writer wrote %d", n, stats.Rows())
-	}
 	fmt.Printf("ours: %d rows in %.2fs: %.0f rows/s, peak RSS %d MB\n",
 		n, elapsed.Seconds(), float64(n)/elapsed.Seconds(), ru.Maxrss/1024)
 	return nil
 }
 
-// exportFile reads rows JSONL and writes them with distill.Writer. Lines are
-// decoded concurrently in batches and handed to the Writer in file order, as
-// a real export would feed it.
-func exportFile(ctx context.Context, in, out string, opts distill.WriterOptions) (int, distill.WriterStats, error) {
-	data, unmap, err := mapFile(in)
+// exportFile decodes rows with encoding/json and writes them with
+// distill.Writer; it returns the rows written.
+func exportFile(in, out string, opts distill.WriterOptions) (int, error) {
+	f, err := os.Open(in)
 	if err != nil {
-		return 0, distill.WriterStats{}, err
-	}
-	defer unmap()
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return 0, distill.WriterStats{}, err
-	}
-	w, err := distill.NewWriter(out, opts)
-	if err != nil {
-		return 0, distill.WriterStats{}, err
-	}
-	var (
-		firstErr error
-		n        int
-		lines    int // of the blocks written so far
-		released int // bytes of data dropped from memory
-	)
-	// Twice as many decoders as Ps: a stream runs ahead of its callbacks by
-	// one task more than its goroutines, and the callbacks (the Writer) stop
-	// while a row group waits for an encoder, so more decoders keep more
-	// blocks ready for when it goes on.
-	s := stream.New().WithMaxGoroutines(2 * runtime.GOMAXPROCS(0))
-	// The mapped file is cut into blocks at newlines and a worker decodes a
-	// block's lines straight from the mapping into a slab, which the
-	// callback recycles once the Writer has the rows. Line numbers are
-	// counted in the callbacks, which run in file order.
-	const releaseStep = 8 << 20
-	text := unsafe.String(unsafe.SliceData(data), len(data))
-	for off := 0; off < len(text) && ctx.Err() == nil; {
-		end := len(text)
-		if end-off > blockSize {
-			if i := strings.IndexByte(text[off+blockSize:], '\n'); i >= 0 {
-				end = off + blockSize + i + 1
-			}
-		}
-		block, to := text[off:end], end
-		off = end
-		s.Go(func() stream.Callback {
-			var (
-				rows []distill.Row
-				derr error
-				i    int
-				dec  = decoders.Get().(*decoder)
-				// The rows' strings and messages, recycled once the Writer
-				// has them: Write keeps none of a row's memory.
-				sl = slabs.get(len(block))
-				at int // of the line in block
-			)
-			rows, dec.msgs = sl.rows[:0], sl.msgs[:0]
-			defer func() {
-				sl.rows, sl.msgs, dec.msgs = rows, dec.msgs, nil
-				decoders.Put(dec)
-			}()
-			for ; len(block) > at; i++ {
-				line := block[at:]
-				if j := strings.IndexByte(line, '\n'); j >= 0 {
-					line = line[:j]
-				}
-				r, err := dec.row(line, sl.text[at:])
-				at += len(line) + 1
-				if err != nil {
-					derr = err
-					break
-				}
-				rows = append(rows, r)
-			}
-			return func() {
-				defer slabs.put(sl)
-				first := lines + 1
-				lines += i
-				// Decoded pages are dropped in steps of releaseStep, in
-				// file order: each madvise makes the kernel flush the
-				// other threads' TLBs, so fewer, larger calls cost less.
-				if to-released >= releaseStep || to == len(data) {
-					release(data, released, to)
-					released = to
-				}
-				if firstErr != nil {
-					return
-				}
-				if derr != nil {
-					firstErr = fmt.Errorf("%s:%d: %w", in, first+i, derr)
-					return
-				}
-				for i := range rows {
-					if err := w.Write(rows[i]); err != nil {
-						firstErr = err
-						return
-					}
-					n++
-				}
-			}
-		})
-	}
-	s.Wait()
-	stats, cerr := w.Close()
-	return n, stats, errors.Join(ctx.Err(), firstErr, cerr)
-}
-
-// decoders keeps the decoders of blocks (their names) for the next ones.
-var decoders = sync.Pool{New: func() any { return newDecoder() }}
-
-// blockSize is the size of the blocks the input is cut into, at newlines.
-const blockSize = 1 << 20
-
-// slabs keeps what blocks' rows are decoded into, as many as blocks can be
-// on their way (decoders, and callbacks waiting), and unlike a sync.Pool
-// across garbage collections: made anew for each block, they cost zeroing,
-// page faults and collections.
-var slabs = slabPool{free: make(chan *slab, 32)}
-
-type slabPool struct{ free chan *slab }
-
-// slab is where a block's rows live until the Writer has them.
-type slab struct {
-	text []byte // their strings but names (decoder.row)
-	rows []distill.Row
-	msgs []distill.Message
-}
-
-// get returns a slab with text of at least n bytes.
-func (p slabPool) get(n int) *slab {
-	select {
-	case s := <-p.free:
-		if len(s.text) >= n {
-			return s
-		}
-	default:
-	}
-	return &slab{text: make([]byte, max(n, blockSize+blockSize/4))}
-}
-
-func (p slabPool) put(s *slab) {
-	select {
-	case p.free <- s:
-	default:
-	}
-}
-
-// mapFile maps a file read-only. The rows are decoded straight from the
-// page cache: reading them into buffers cost a copy of the whole file.
-func mapFile(name string) ([]byte, func(), error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	w, err := distill.NewWriter(out, opts)
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
-	if fi.Size() == 0 {
-		return nil, func() {}, nil
+	dec := json.NewDecoder(bufio.NewReaderSize(f, 1<<20))
+	n := 0
+	for {
+		var r distill.Row
+		if err = dec.Decode(&r); err != nil {
+			break
+		}
+		if err = w.Write(r); err != nil {
+			break
+		}
+		n++
 	}
-	b, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("map %s: %w", name, err)
+		err = fmt.Errorf("%s: row %d: %w", in, n+1, err)
 	}
-	_ = syscall.Madvise(b, syscall.MADV_SEQUENTIAL)
-	return b, func() { _ = syscall.Munmap(b) }, nil
-}
-
-// release drops the whole pages of data[from:to], once decoded, from the
-// process: mapped pages count in its resident memory, the file's would all
-// be by the end, and the decoder copied what it keeps. They stay in the
-// page cache.
-func release(data []byte, from, to int) {
-	page := os.Getpagesize()
-	from = (from + page - 1) / page * page
-	to = to / page * page
-	if from < to {
-		_ = syscall.Madvise(data[from:to], syscall.MADV_DONTNEED)
+	stats, cerr := w.Close()
+	if err = errors.Join(err, cerr); err != nil {
+		return n, err
 	}
+	if stats.Rows() != n {
+		return n, fmt.Errorf("read %d rows but the writer wrote %d", n, stats.Rows())
+	}
+	return n, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,46 +9,40 @@ import (
 	"github.com/ctxopt/ctxopt/distill"
 )
 
-// TestExportFileBlocks feeds exportFile lines longer than its read block
-// and a last line without its newline: every row arrives, in order, and a
-// bad line is named by its number.
-func TestExportFileBlocks(t *testing.T) {
+// TestGenExport builds the generated run as optimize distill does (every
+// generated row kept) and exports its train rows again, Parquet only: the
+// benchmark's two sides read the same rows, and a bad line is named.
+func TestGenExport(t *testing.T) {
 	dir := t.TempDir()
-	small, large := filepath.Join(dir, "small.jsonl"), filepath.Join(dir, "large.jsonl")
-	if err := gen([]string{"-rows", "50", "-bytes", "3000", "-out", small}); err != nil {
+	run := filepath.Join(dir, "run")
+	if err := gen([]string{"-rows", "45", "-bytes", "3000", "-out", run}); err != nil {
 		t.Fatal(err)
 	}
-	if err := gen([]string{"-rows", "3", "-bytes", "2500000", "-seed", "7", "-out", large}); err != nil {
-		t.Fatal(err)
-	}
-	var data []byte
-	for _, f := range []string{small, large, small} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data = append(data, b...)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	in := filepath.Join(dir, "rows.jsonl")
-	if err := os.WriteFile(in, bytes.TrimSuffix(data, []byte("\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	n, stats, err := exportFile(t.Context(), in, filepath.Join(dir, "out"), distill.WriterOptions{ParquetOnly: true})
+	m, err := distill.Build(t.Context(), run, filepath.Join(dir, "ds"), distill.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(lines) || stats.Rows() != len(lines) {
-		t.Fatalf("exported %d rows (writer %d), want %d", n, stats.Rows(), len(lines))
+	if m.Rows.Kept != 45 {
+		t.Fatalf("optimize distill keeps %d rows of the 45 generated", m.Rows.Kept)
 	}
-
-	bad := append([]byte(nil), data...)
-	i := bytes.Index(bad, []byte(lines[52])) // the third long line
-	bad[i] = '['
-	if err := os.WriteFile(in, bad, 0o644); err != nil {
+	train := filepath.Join(dir, "ds", "train.jsonl")
+	n, err := exportFile(train, filepath.Join(dir, "out"), distill.WriterOptions{Formats: []string{"parquet"}})
+	if err != nil || n != m.Splits[distill.SplitTrain].Rows {
+		t.Fatalf("exported %d rows (%v), want the %d train rows", n, err, m.Splits[distill.SplitTrain].Rows)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "out")); len(entries) != 1 {
+		t.Errorf("the Parquet-only export wrote %d entries, want data/ alone", len(entries))
+	}
+	data, err := os.ReadFile(train)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := exportFile(t.Context(), in, filepath.Join(dir, "out2"), distill.WriterOptions{ParquetOnly: true}); err == nil || !strings.Contains(err.Error(), "rows.jsonl:53:") {
-		t.Fatalf("err = %v, want one naming line 53", err)
+	bad := filepath.Join(dir, "bad.jsonl")
+	lines := strings.SplitAfter(string(data), "\n")
+	if err := os.WriteFile(bad, []byte(lines[0]+lines[1]+"{\"id\": tru\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exportFile(bad, filepath.Join(dir, "out2"), distill.WriterOptions{}); err == nil || !strings.Contains(err.Error(), "row 3") {
+		t.Errorf("err = %v, want one naming row 3", err)
 	}
 }

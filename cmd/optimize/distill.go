@@ -24,7 +24,7 @@ func distillCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "dataset directory to write"},
 			&cli.StringFlag{Name: "guideline", Usage: "keep events whose guideline id starts with `ID` (default: summary.json's selected_guideline, else all)"},
 			&cli.IntFlag{Name: "seed", Value: distill.DefaultSeed, Usage: "seed of the task split"},
-			&cli.Float64Flag{Name: "validation-fraction", Value: distill.DefaultValidationFraction, Usage: "share of tasks in the validation split, in [0, 1)"},
+			&cli.Float64Flag{Name: "validation-fraction", Value: distill.DefaultValidationFraction, Usage: "share of tasks in the validation split, in [0, 1); 0 for none"},
 			&cli.IntFlag{Name: "max-length", Value: distill.DefaultMaxLength, Usage: "drop rows with more input+output `TOKENS`"},
 			&cli.BoolFlag{Name: "redact-emails", Usage: "also redact e-mail addresses"},
 			&cli.BoolFlag{Name: "skip-bad", Usage: "skip unreadable trajectory lines (counted in manifest.json) instead of failing"},
@@ -59,18 +59,15 @@ func distillBuild(c *cli.Context) error {
 		return err
 	}
 	fraction := c.Float64("validation-fraction")
-	if fraction < 0 || fraction >= 1 {
-		return badInput(fmt.Errorf("--validation-fraction %v: want a value in [0, 1)", fraction))
-	}
-	if fraction == 0 {
-		fraction = -1 // the library reads 0 as "default"; here it means none
+	if err := distill.CheckValidationFraction(fraction); err != nil {
+		return badInput(fmt.Errorf("--validation-fraction %w", err))
 	}
 	if c.Int("max-length") <= 0 {
 		return badInput(fmt.Errorf("--max-length %d: want a positive token count", c.Int("max-length")))
 	}
 	m, err := distill.Build(c.Context, run, out, distill.Options{
 		Seed:               c.Int("seed"),
-		ValidationFraction: fraction,
+		ValidationFraction: &fraction,
 		MaxLength:          c.Int("max-length"),
 		RedactEmails:       c.Bool("redact-emails"),
 		SkipBad:            c.Bool("skip-bad"),

@@ -1,6 +1,6 @@
 """Read a dataset written by `optimize distill` with the tools users train
-with: pyarrow (both Parquet files, row counts against the JSONL files, the
-prompt column as a list of message structs) and Hugging Face datasets
+with: pyarrow (both Parquet files, their rows against the JSONL files' rows,
+value for value, the prompt column as a list of message structs) and Hugging Face datasets
 (every config of the card, with its splits and the JSONL's row counts). Prints
 one JSON line; exits 1
 on the first mismatch."""
@@ -29,9 +29,12 @@ def check_parquet(root: Path) -> dict:
     for split in ("train", "validation"):
         table = pq.read_table(root / "data" / f"{split}.parquet")
         with open(root / f"{split}.jsonl") as f:
-            jsonl_rows = sum(1 for line in f if line.strip())
-        if table.num_rows != jsonl_rows:
-            raise SystemExit(f"{split}: parquet has {table.num_rows} rows, {split}.jsonl {jsonl_rows}")
+            jsonl_rows = [json.loads(line) for line in f if line.strip()]
+        if table.num_rows != len(jsonl_rows):
+            raise SystemExit(f"{split}: parquet has {table.num_rows} rows, {split}.jsonl {len(jsonl_rows)}")
+        for i, (got, want) in enumerate(zip(table.to_pylist(), jsonl_rows)):
+            if got != want:
+                raise SystemExit(f"{split}: parquet row {i + 1} differs from {split}.jsonl's: {str(got)[:300]}")
         prompt = table.schema.field("prompt").type
         if not (pa.types.is_list(prompt) or pa.types.is_large_list(prompt)) or not pa.types.is_struct(prompt.value_type):
             raise SystemExit(f"{split}: prompt column is {prompt}, want a list of structs")
