@@ -7,11 +7,12 @@ import (
 	"testing"
 )
 
-// writeFormat writes rows through a format and returns its bytes.
-func writeFormat(t *testing.T, f Format, rows ...Row) string {
+// writeFormat writes rows as a train split through a format and returns
+// its bytes.
+func writeFormat(t *testing.T, f Format, opts WriterOptions, rows ...Row) string {
 	t.Helper()
 	var b bytes.Buffer
-	w, err := f.Open(&b, SplitTrain, WriterOptions{})
+	w, err := f.Open(&b, SplitTrain, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func writeFormat(t *testing.T, f Format, rows ...Row) string {
 func TestJSONLFormat(t *testing.T) {
 	r := testRow(3, SplitTrain)
 	r.Completion[0].Content = "<b>a & b</b>\u2028\"q\"\n"
-	got := writeFormat(t, jsonlFormat{}, r, testRow(4, SplitTrain))
+	got := writeFormat(t, jsonlFormat{}, WriterOptions{}, r, testRow(4, SplitTrain))
 	lines := strings.SplitAfter(got, "\n")
 	if len(lines) != 3 || lines[2] != "" {
 		t.Fatalf("want two lines, got %q", got)

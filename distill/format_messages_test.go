@@ -12,7 +12,7 @@ import (
 func TestMessagesFormat(t *testing.T) {
 	r := testRow(1, SplitTrain)
 	r.Prompt[1].Content = "<x> & y"
-	got := writeFormat(t, messagesFormat{}, r)
+	got := writeFormat(t, messagesFormat{}, WriterOptions{}, r)
 	want := `{"messages":[{"role":"system","content":"Compress the history."},` +
 		`{"role":"user","content":"<x> & y"},{"role":"assistant","content":"Summary 1.","weight":1}]}` + "\n"
 	if got != want {

@@ -211,20 +211,7 @@ func TestDuckDBReadsRandomRows(t *testing.T) {
 // writeParquetRows writes rows as a train split through the Parquet format.
 func writeParquetRows(t *testing.T, rows []Row, opts WriterOptions) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	w, err := parquetFormat{}.Open(&b, SplitTrain, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range rows {
-		if err := w.Write(&rows[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return []byte(writeFormat(t, parquetFormat{}, opts, rows...))
 }
 
 // TestParquetFormat reads tricky rows back with parquet-go and checks what

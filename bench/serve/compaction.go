@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/ctxopt/ctxopt/llm"
-	"github.com/ctxopt/ctxopt/llm/sim"
+	"github.com/ctxopt/ctxopt/llm/embedded"
 )
 
 // compactionOptions are the phase's flags.
@@ -250,12 +250,12 @@ type compactionResult struct {
 func compactionRun(o options, c compactionOptions, b binary, summarizerLatency time.Duration, registry string, convs [][]turn) (*compactionResult, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	summarizer, err := sim.Start(ctx, "", sim.Config{Latency: summarizerLatency})
+	summarizer, err := embedded.Start(ctx, "", embedded.Config{Latency: summarizerLatency})
 	if err != nil {
 		return nil, err
 	}
 	defer summarizer.Close()
-	model, err := sim.Start(ctx, "", sim.Config{Latency: c.turnLatency})
+	model, err := embedded.Start(ctx, "", embedded.Config{Latency: c.turnLatency})
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +372,7 @@ func converse(url, tag string, convs [][]turn) ([]request, error) {
 					Content string `json:"content"`
 				}
 				_ = json.Unmarshal(t.result, &last)
-				body, _ := json.Marshal(map[string]any{"model": sim.ModelName, "messages": msgs, "tools": json.RawMessage(benchTools)})
+				body, _ := json.Marshal(map[string]any{"model": embedded.ModelName, "messages": msgs, "tools": json.RawMessage(benchTools)})
 				r := request{id: fmt.Sprintf("%s-%d-%d", tag, ci, ti), start: time.Now()}
 				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
