@@ -30,8 +30,8 @@ func ParseRule(s string) (Rule, error) {
 			continue
 		}
 		r := Rule{Text: s, Metric: strings.TrimSpace(m), Op: op}
-		if !slices.Contains(Metrics, r.Metric) {
-			return Rule{}, fmt.Errorf("rule %q: unknown metric %q (known: %s)", s, r.Metric, strings.Join(Metrics, ", "))
+		if !slices.Contains(AllMetrics, r.Metric) {
+			return Rule{}, fmt.Errorf("rule %q: unknown metric %q (known: %s)", s, r.Metric, strings.Join(AllMetrics, ", "))
 		}
 		b = strings.TrimSpace(b)
 		if strings.HasSuffix(b, "x") {
@@ -59,7 +59,11 @@ type Verdict struct {
 // Judge checks rule against the comparison c.
 func Judge(rule Rule, c Comparison) Verdict {
 	v := Verdict{Rule: rule}
-	p := c.Metrics[rule.Metric]
+	p, ok := c.Metrics[rule.Metric]
+	if !ok {
+		v.Reason = fmt.Sprintf("%s was not measured for %s against %s (agreement needs optimize eval --replay)", rule.Metric, c.Candidate, c.Reference)
+		return v
+	}
 	what := fmt.Sprintf("%s − %s", c.Candidate, c.Reference)
 	est := &p.Diff
 	if rule.Ratio {
