@@ -50,8 +50,8 @@ func TestReplayAgreement(t *testing.T) {
 	}
 	keep, drop := replayGuidelines(t)
 	res, err := Evaluate(ctx, job, EvalOptions{
-		Specs:  mustSpecs(t, "none=none", "keep=guideline,guideline="+keep, "drop=guideline,guideline="+drop),
-		Split:  "train", Samples: 1, Reference: "none",
+		Specs: mustSpecs(t, "none=none", "keep=guideline,guideline="+keep, "drop=guideline,guideline="+drop),
+		Split: "train", Samples: 1, Reference: "none",
 		Replay: filepath.Join(logs, "rollouts", "none", "sample-0"), ReplaySample: 40,
 	}, t.TempDir())
 	if err != nil {
