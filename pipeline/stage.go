@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctxopt/ctxopt/internal/killpoint"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -166,6 +167,7 @@ func (s stageSpec[T]) execute(meter *Meter, runDir, dir, hash string, in []byte)
 		// The run has its result; only later runs miss the reuse.
 		slog.Warn("stage not saved to the stage store", "stage", s.name, "err", err)
 	}
+	killpoint.Reach("optimize")
 	return v, nil
 }
 

@@ -1,0 +1,72 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// nightlyFixture writes a job (the demo's, a few tasks, its own cache), a
+// session log (uncompressed rollouts of the train split, in the session
+// log's record format) and a nightly config; it returns the config.
+func nightlyFixture(t *testing.T, tasks int, gate ...string) *NightlyConfig {
+	t.Helper()
+	dir := t.TempDir()
+	job := smallJob(t, tasks, "")
+	logs := filepath.Join(dir, "logs")
+	if _, err := Evaluate(context.Background(), job, EvalOptions{Specs: mustSpecs(t, "none=none"), Split: "train", Samples: 1}, logs); err != nil {
+		t.Fatal(err)
+	}
+	sessions := filepath.Join(dir, "sessions")
+	if err := os.MkdirAll(sessions, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := mustRead(t, filepath.Join(logs, "rollouts", "none", "sample-0", rollout.TrajectoriesFile))
+	if err := os.WriteFile(filepath.Join(sessions, rollout.TrajectoriesFile), []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := mustRead(t, "../jobs/demo.yaml")
+	src = replaceOnce(t, src, "path: .cache/llm.db", "path: "+filepath.Join(dir, "llm.db"))
+	src = replaceOnce(t, src, "candidates: 5", "candidates: 3")
+	src = replaceOnce(t, src, "step_limit: 30", fmt.Sprintf("step_limit: 30\n  train_limit: %d\n  test_limit: %d", tasks, tasks))
+	jobFile := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(jobFile, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &NightlyConfig{Job: jobFile, Sessions: sessions, Registry: filepath.Join(dir, "registry"), State: filepath.Join(dir, "state"), Gate: gate, ReplaySample: 30}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func replaceOnce(t *testing.T, s, old, new string) string {
+	t.Helper()
+	if strings.Count(s, old) != 1 {
+		t.Fatalf("%q is not in the text once", old)
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
+func TestNightlyPromotesOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("optimization with the embedded model")
+	}
+	ctx := context.Background()
+	cfg := nightlyFixture(t, 8, "agreement >= -0.05", "success >= -0.5")
+	res, err := Nightly(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("night %s: %s, %+v", res.Night, res.Status, res.Decision)
+	t.Log(mustRead(t, res.Report))
+	again, err := Nightly(ctx, cfg)
+	if err != nil || again.Status != NightNothingNew {
+		t.Fatalf("second run: %+v, %v; want nothing new", again, err)
+	}
+}
