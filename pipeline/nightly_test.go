@@ -3,9 +3,9 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"strings"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/rollout"
@@ -58,13 +58,18 @@ func TestNightlyPromotesOnce(t *testing.T) {
 		t.Skip("optimization with the embedded model")
 	}
 	ctx := context.Background()
-	cfg := nightlyFixture(t, 8, "agreement >= -0.05", "success >= -0.5")
+	cfg := nightlyFixture(t, 16, "agreement >= -0.02", "success >= -0.35")
 	res, err := Nightly(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("night %s: %s, %+v", res.Night, res.Status, res.Decision)
 	t.Log(mustRead(t, res.Report))
+	if res.Status != NightPromoted || res.Decision.Sessions != 16 || !strings.Contains(mustRead(t, res.Report), "**Promoted "+res.Decision.Candidate) {
+		t.Fatalf("night %s: %s, %+v", res.Night, res.Status, res.Decision)
+	}
+	if lines := strings.Count(mustRead(t, filepath.Join(cfg.State, PromotionsFile)), "\n"); lines != 1 {
+		t.Errorf("%d promotions logged, want 1", lines)
+	}
 	again, err := Nightly(ctx, cfg)
 	if err != nil || again.Status != NightNothingNew {
 		t.Fatalf("second run: %+v, %v; want nothing new", again, err)

@@ -9,7 +9,7 @@
 // reported (POST /v1/sessions/{id}/outcome), which writes its session log
 // record at once. One JSON line per conversation:
 //   {"conversation": i, "session": ID, "turns": N, "compressed": N, "guideline": ID}
-// Usage: node scripts/nightly-sessions.mjs BASE_URL COUNT FIRST [outcome]
+// Usage: node scripts/nightly-sessions.mjs BASE_URL API_KEY COUNT FIRST [outcome]
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,15 +18,15 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(path.join(root, '.cache', 'node', 'package.json'));
 const OpenAI = require('openai').default;
 
-const [base, countArg, firstArg, mode] = process.argv.slice(2);
-if (!base || !countArg) {
-  console.error('usage: node scripts/nightly-sessions.mjs BASE_URL COUNT FIRST [outcome]');
+const [base, apiKey, countArg, firstArg, mode] = process.argv.slice(2);
+if (!base || !apiKey || !countArg) {
+  console.error('usage: node scripts/nightly-sessions.mjs BASE_URL API_KEY COUNT FIRST [outcome]');
   process.exit(2);
 }
 const count = Number(countArg);
 const first = Number(firstArg || 0);
 const model = 'ctxopt-sim';
-const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 30000 });
+const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 0, timeout: 30000 });
 const tools = [
   { type: 'function', function: { name: 'search', description: 'search the corpus', parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } } },
   { type: 'function', function: { name: 'finish', description: 'give the answers', parameters: { type: 'object', properties: { answers: { type: 'array', items: { type: 'string' } } }, required: ['answers'] } } },
@@ -71,7 +71,7 @@ for (let i = first; i < first + count; i++) {
     for (const c of m.tool_calls) messages.push({ role: 'tool', tool_call_id: c.id, content: c === call ? observe(i, questions, query) : 'ignored' });
   }
   if (mode === 'outcome') {
-    const r = await fetch(`${base}/v1/sessions/${encodeURIComponent(session)}/outcome`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ success: true }) });
+    const r = await fetch(`${base}/v1/sessions/${encodeURIComponent(session)}/outcome`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ success: true }) });
     if (!r.ok) {
       failed = true;
       console.error(`outcome of ${session}: ${r.status} ${await r.text()}`);
