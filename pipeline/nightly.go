@@ -152,10 +152,9 @@ func (w *nightly) begin() (resumed bool, err error) {
 		}
 		return false, err
 	}
-	n := Night{ID: nightID(time.Now()), File: log, Inode: ino, From: from, To: from + int64(len(data)), Started: time.Now().UTC().Format(time.RFC3339)}
-	w.dir = filepath.Join(w.cfg.State, NightsDir, n.ID)
-	if err := os.MkdirAll(w.dir, 0o755); err != nil {
-		return false, fmt.Errorf("night dir: %w", err)
+	n := Night{File: log, Inode: ino, From: from, To: from + int64(len(data)), Started: time.Now().UTC().Format(time.RFC3339)}
+	if err := w.newNightDir(&n); err != nil {
+		return false, err
 	}
 	if err := writeBytes(filepath.Join(w.dir, nightSessions), data); err != nil {
 		return false, err
@@ -166,6 +165,24 @@ func (w *nightly) begin() (resumed bool, err error) {
 	w.n = n
 	// current.json last: once it exists the night is fixed.
 	return false, writeState(cur, n)
+}
+
+// newNightDir names the night by the time it begins (a suffix tells two
+// nights begun in the same second apart) and makes its directory.
+func (w *nightly) newNightDir(n *Night) error {
+	base := nightID(time.Now())
+	n.ID = base
+	for i := 2; ; i++ {
+		w.dir = filepath.Join(w.cfg.State, NightsDir, n.ID)
+		if _, err := os.Stat(w.dir); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		n.ID = fmt.Sprintf("%s-%d", base, i)
+	}
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return fmt.Errorf("night dir: %w", err)
+	}
+	return nil
 }
 
 // fixIncumbent copies the guideline serve runs now (the registry's

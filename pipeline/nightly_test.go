@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,5 +74,31 @@ func TestNightlyPromotesOnce(t *testing.T) {
 	again, err := Nightly(ctx, cfg)
 	if err != nil || again.Status != NightNothingNew {
 		t.Fatalf("second run: %+v, %v; want nothing new", again, err)
+	}
+}
+
+func TestNightlyConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(src string) string {
+		path := filepath.Join(dir, "n.yaml")
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	c, err := LoadNightlyConfig("../jobs/nightly.example.yaml")
+	if err != nil || c.ReplaySample != 50 || c.Split != "test" || len(c.rules) != 2 {
+		t.Fatalf("example: %+v, %v", c, err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"job: j\nsessions: s\nregistry: r\nstate: x\ngate: [\"agreement >= 0\"]\nreplay: 3\n", "field replay not found"},
+		{"job: j\nsessions: s\nregistry: r\nstate: x\ngate: [\"agreemnt >= 0\"]\n", `gate[0]: rule "agreemnt >= 0": unknown metric`},
+		{"job: j\nregistry: r\nstate: x\ngate: [\"success >= 0\"]\nsplit: dev\n", `sessions: missing; split: "dev", want train or test`},
+		{"job: j\nsessions: s\nregistry: r\nstate: x\n", "gate: no rule"},
+		{"# nothing\n", "empty"},
+	} {
+		if _, err := LoadNightlyConfig(write(tc.src)); err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("%q: %v, want %q", tc.src, err, tc.want)
+		}
 	}
 }
