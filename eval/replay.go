@@ -31,7 +31,7 @@ const ReplayFile = "replay.jsonl"
 
 // DefaultReplaySample is how many logged requests a replay samples when
 // the caller gives no count: enough for an interval of about ±0.1 on an
-// agreement near 0.8, cheap enough for a nightly job (3 agent calls and
+// agreement near 0.8, cheap enough for a nightly job (two agent calls and
 // at most one compression per request and candidate).
 const DefaultReplaySample = 50
 

@@ -85,8 +85,11 @@ func Nightly(ctx context.Context, cfg *NightlyConfig) (*NightResult, error) {
 	}
 	w := &nightly{cfg: cfg, job: job}
 	resumed, err := w.begin()
-	if err != nil || w.n.ID == "" {
-		return &NightResult{Status: NightNothingNew}, err
+	if err != nil {
+		return nil, err
+	}
+	if w.n.ID == "" {
+		return &NightResult{Status: NightNothingNew}, nil
 	}
 	d, err := w.work(ctx)
 	if err != nil {
@@ -107,11 +110,13 @@ func Nightly(ctx context.Context, cfg *NightlyConfig) (*NightResult, error) {
 // run finished when it did.
 func (w *nightly) work(ctx context.Context) (*Decision, error) {
 	var d Decision
-	if ok, err := readJSON(filepath.Join(w.dir, DecisionFile), &d); err != nil || ok {
-		if ok {
-			slog.Info("nightly: the decision was taken by an earlier run", "night", w.n.ID, "pass", d.Pass)
-		}
-		return &d, w.promote(ok && d.Pass, &d, err)
+	taken, err := readJSON(filepath.Join(w.dir, DecisionFile), &d)
+	if err != nil {
+		return nil, err
+	}
+	if taken {
+		slog.Info("nightly: the decision was taken by an earlier run", "night", w.n.ID, "pass", d.Pass)
+		return &d, w.promote(&d)
 	}
 	sessions, err := w.importSessions(ctx)
 	if err != nil {
@@ -126,7 +131,7 @@ func (w *nightly) work(ctx context.Context) (*Decision, error) {
 		return nil, err
 	}
 	killpoint.Reach("after-gate")
-	return &d, w.promote(d.Pass, &d, nil)
+	return &d, w.promote(&d)
 }
 
 // begin resumes the night an earlier run began, or begins one on the
@@ -265,11 +270,20 @@ func (w *nightly) decide(ctx context.Context, cand string, sessions int) (Decisi
 	if err != nil {
 		return d, err
 	}
+	opt := EvalOptions{Specs: specs, Split: w.cfg.Split, Samples: 1, Reference: armIncumbent, Replace: true}
+	imported := filepath.Join(w.dir, nightImported)
+	switch turns, err := loggedTurns(imported); {
+	case err != nil:
+		return d, err
+	case turns:
+		opt.Replay, opt.ReplaySample = imported, w.cfg.ReplaySample
+	default:
+		// Only conversations too short to compress: nothing to replay, and
+		// a rule on agreement fails as not measured.
+		slog.Warn("nightly: no session has a logged turn; evaluating on the tasks only", "night", w.n.ID)
+	}
 	evalDir := filepath.Join(w.dir, nightEval)
-	res, err := Evaluate(ctx, w.job, EvalOptions{
-		Specs: specs, Split: w.cfg.Split, Samples: 1, Reference: armIncumbent, Replace: true,
-		Replay: filepath.Join(w.dir, nightImported), ReplaySample: w.cfg.ReplaySample,
-	}, evalDir)
+	res, err := Evaluate(ctx, w.job, opt, evalDir)
 	if err != nil {
 		return d, fmt.Errorf("evaluate: %w", err)
 	}
@@ -289,12 +303,26 @@ func (w *nightly) decide(ctx context.Context, cand string, sessions int) (Decisi
 	return d, writeState(filepath.Join(w.dir, DecisionFile), d)
 }
 
+// loggedTurns reports whether an imported session has a logged turn
+// (serve logs only the turns it folded into a summary).
+func loggedTurns(dir string) (bool, error) {
+	for t, err := range rollout.Records(filepath.Join(dir, rollout.TrajectoriesFile)) {
+		if err != nil {
+			return false, fmt.Errorf("imported sessions: %w", err)
+		}
+		if len(t.Turns) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // promote puts the candidate into serve's registry and promotes it, once:
 // promotions.jsonl records the night's promotion, and repeating a cut-off
 // promotion (Put and Promote are idempotent) completes it.
-func (w *nightly) promote(pass bool, d *Decision, err error) error {
-	if err != nil || !pass {
-		return err
+func (w *nightly) promote(d *Decision) error {
+	if !d.Pass {
+		return nil
 	}
 	done, err := promotedIn(w.cfg.State, w.n.ID)
 	if err != nil || done {

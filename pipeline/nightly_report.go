@@ -27,7 +27,11 @@ func (w *nightly) writeReport(res *NightResult) error {
 	fmt.Fprintf(&b, "- promoted when the night began: %s (%s)\n", w.n.Incumbent, w.n.IncumbentOrigin)
 	fmt.Fprintf(&b, "- best candidate of the optimization: %s (%s)\n", d.Candidate, filepath.Join(nightRun, SummaryFile))
 	if evErr == nil {
-		fmt.Fprintf(&b, "- compared on the %s split (%d tasks) and %d replayed requests: %s\n\n", ev.Summary.Split, len(ev.Summary.Tasks), len(ev.Summary.Replay.Requests), filepath.Join(nightEval, "report.md"))
+		replayed := 0
+		if ev.Summary.Replay != nil {
+			replayed = len(ev.Summary.Replay.Requests)
+		}
+		fmt.Fprintf(&b, "- compared on the %s split (%d tasks) and %d replayed requests: %s\n\n", ev.Summary.Split, len(ev.Summary.Tasks), replayed, filepath.Join(nightEval, "report.md"))
 		b.WriteString("| arm | success | agreement | peak tokens |\n|---|---|---|---|\n")
 		for _, a := range ev.Summary.Candidates {
 			s, g, p := a.Metrics[eval.MetricSuccess], a.Metrics[eval.MetricAgreement], a.Metrics[eval.MetricPeakTokens]

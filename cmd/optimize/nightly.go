@@ -28,6 +28,9 @@ func nightlyCommand() *cli.Command {
 				return inputOr(err)
 			}
 			w := c.App.Writer
+			if res.Resumed {
+				fmt.Fprintf(w, "nightly %s: resumed the night an earlier run began\n", res.Night)
+			}
 			switch res.Status {
 			case pipeline.NightNothingNew:
 				fmt.Fprintln(w, "nightly: no new sessions since the last night; nothing done")
