@@ -33,11 +33,15 @@ const (
 	MetricCostUSD          = "cost_usd"
 )
 
-// Metrics lists every metric in report order.
+// Metrics lists every metric of the task rollouts in report order; an
+// evaluation with a replay adds MetricAgreement (Result.MetricNames).
 var Metrics = []string{
 	MetricSuccess, MetricEM, MetricF1, MetricSteps, MetricPeakTokens, MetricDependency,
 	MetricAgentTokens, MetricCompressorTokens, MetricCostUSD,
 }
+
+// AllMetrics are the metrics a gate rule may name.
+var AllMetrics = append(slices.Clone(Metrics), MetricAgreement)
 
 // Files of an evaluation directory.
 const (
@@ -78,6 +82,9 @@ type Options struct {
 	// instead of refusing them (rollout.Runner.Replace). How the
 	// evaluation is run, not what it computes: no part of a stage's inputs.
 	Replace bool `json:"-"`
+	// Replay, when set, also replays logged production requests for every
+	// candidate and scores MetricAgreement.
+	Replay *Replay `json:"-"`
 }
 
 // Outcome is what an evaluation keeps of one run of one task.
@@ -111,6 +118,15 @@ type Summary struct {
 	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
 	Resamples     int      `json:"bootstrap_resamples"`
 	Candidates    []Arm    `json:"candidates"`
+	// Replay says what was replayed, when the evaluation had session logs.
+	Replay *ReplaySummary `json:"replay,omitempty"`
+}
+
+// ReplaySummary names the session log and the requests replayed, the
+// units MetricAgreement's intervals resample.
+type ReplaySummary struct {
+	Sessions string   `json:"sessions"`
+	Requests []string `json:"requests"`
 }
 
 // Arm is one candidate's results: each metric's mean over tasks with its
@@ -151,6 +167,9 @@ type Result struct {
 	Summary     Summary
 	Comparisons []Comparison
 	Outcomes    []Outcome // candidate order, then task order, then sample
+	// Replay holds each candidate's agreement per replayed request
+	// (candidate order, then Summary.Replay.Requests order).
+	Replay []ReplayOutcome
 }
 
 // Run rolls every candidate out on the same tasks, opt.Samples times each,
@@ -178,6 +197,7 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 		sum.Tasks = append(sum.Tasks, t.ID)
 	}
 	var outs []Outcome
+	var err error
 	for _, c := range cands {
 		arm := Arm{Spec: c.Spec}
 		// One bar per candidate over its tasks × samples; work a rollout
@@ -222,6 +242,15 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 		sum.Candidates = append(sum.Candidates, arm)
 	}
 	res := &Result{Dir: dir, Summary: sum, Outcomes: outs}
+	if rp := opt.Replay; rp != nil {
+		if res.Replay, err = runReplay(ctx, rp, cands); err != nil {
+			return nil, err
+		}
+		res.Summary.Replay = &ReplaySummary{Sessions: rp.Sessions}
+		for _, q := range rp.Requests {
+			res.Summary.Replay.Requests = append(res.Summary.Replay.Requests, q.ID)
+		}
+	}
 	if err := res.Save(); err != nil {
 		return nil, err
 	}
@@ -328,9 +357,31 @@ func Dropped(in, out string) []string {
 	return lost
 }
 
+// MetricNames are the metrics this evaluation has, in report order.
+func (r *Result) MetricNames() []string {
+	if r.Summary.Replay == nil {
+		return Metrics
+	}
+	return AllMetrics
+}
+
 // taskValues returns, per task in order, the mean of metric over its
-// samples, and the standard deviation across samples.
+// samples, and the standard deviation across samples; for agreement, per
+// replayed request in order, the candidate's agreement (no spread).
 func (r *Result) taskValues(cand, metric string) (means, sds []float64) {
+	if metric == MetricAgreement {
+		by := map[string]float64{}
+		for _, o := range r.Replay {
+			if o.Candidate == cand {
+				by[o.Request] = o.Agreement
+			}
+		}
+		for _, q := range r.Summary.Replay.Requests {
+			means = append(means, by[q])
+			sds = append(sds, 0)
+		}
+		return means, sds
+	}
 	by := map[string][]float64{}
 	for _, o := range r.Outcomes {
 		if o.Candidate == cand {
@@ -365,7 +416,7 @@ func (r *Result) compute() {
 		if s.Samples > 1 {
 			a.TaskSD = map[string]float64{}
 		}
-		for _, m := range Metrics {
+		for _, m := range r.MetricNames() {
 			xs, sds := r.taskValues(a.Name, m)
 			a.Metrics[m] = bs.Mean(xs)
 			if a.TaskSD != nil {
@@ -405,7 +456,7 @@ func (r *Result) compute() {
 func (r *Result) Compare(cand, ref string) Comparison {
 	bs := Bootstrap{Resamples: Resamples, Seed: uint64(r.Summary.Seed)}
 	c := Comparison{Candidate: cand, Reference: ref, Tasks: len(r.Summary.Tasks), Metrics: map[string]Paired{}}
-	for _, m := range Metrics {
+	for _, m := range r.MetricNames() {
 		a, _ := r.taskValues(cand, m)
 		b, _ := r.taskValues(ref, m)
 		c.Metrics[m] = bs.Paired(a, b)
@@ -480,6 +531,11 @@ func (r *Result) write() error {
 	if err := rollout.WriteJSON(filepath.Join(r.Dir, ComparisonsFile), r.Comparisons); err != nil {
 		return err
 	}
+	if r.Summary.Replay != nil {
+		if err := writeReplay(r.Dir, r.Replay); err != nil {
+			return err
+		}
+	}
 	// summary.json last: its presence marks a complete evaluation.
 	return rollout.WriteJSON(filepath.Join(r.Dir, SummaryFile), r.Summary)
 }
@@ -539,6 +595,11 @@ func Load(dir string) (*Result, error) {
 	}
 	if err := json.Unmarshal(b, &r.Comparisons); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ComparisonsFile), err)
+	}
+	if r.Summary.Replay != nil {
+		if r.Replay, err = readReplay(dir); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -30,8 +30,8 @@ func ParseRule(s string) (Rule, error) {
 			continue
 		}
 		r := Rule{Text: s, Metric: strings.TrimSpace(m), Op: op}
-		if !slices.Contains(Metrics, r.Metric) {
-			return Rule{}, fmt.Errorf("rule %q: unknown metric %q (known: %s)", s, r.Metric, strings.Join(Metrics, ", "))
+		if !slices.Contains(AllMetrics, r.Metric) {
+			return Rule{}, fmt.Errorf("rule %q: unknown metric %q (known: %s)", s, r.Metric, strings.Join(AllMetrics, ", "))
 		}
 		b = strings.TrimSpace(b)
 		if strings.HasSuffix(b, "x") {
@@ -59,7 +59,11 @@ type Verdict struct {
 // Judge checks rule against the comparison c.
 func Judge(rule Rule, c Comparison) Verdict {
 	v := Verdict{Rule: rule}
-	p := c.Metrics[rule.Metric]
+	p, ok := c.Metrics[rule.Metric]
+	if !ok {
+		v.Reason = fmt.Sprintf("%s was not measured for %s against %s (agreement needs optimize eval --replay)", rule.Metric, c.Candidate, c.Reference)
+		return v
+	}
 	what := fmt.Sprintf("%s − %s", c.Candidate, c.Reference)
 	est := &p.Diff
 	if rule.Ratio {
@@ -109,6 +113,8 @@ func Gate(res *Result, candidate string, other *Result, against string, rules []
 			return nil, fmt.Errorf("%s and %s were evaluated on different task sets (%s, %d tasks vs %s, %d tasks): a paired comparison needs the same tasks; evaluate both candidates in one optimize eval run", res.Dir, other.Dir, a.TaskSet, len(a.Tasks), b.TaskSet, len(b.Tasks))
 		case a.Samples != b.Samples:
 			return nil, fmt.Errorf("%s and %s have %d and %d samples per task: evaluate both with the same --samples", res.Dir, other.Dir, a.Samples, b.Samples)
+		case (a.Replay == nil) != (b.Replay == nil) || (a.Replay != nil && !slices.Equal(a.Replay.Requests, b.Replay.Requests)):
+			return nil, fmt.Errorf("%s and %s did not replay the same requests: evaluate both candidates in one optimize eval run with --replay", res.Dir, other.Dir)
 		}
 	}
 	if res == other && candidate == against {
@@ -161,6 +167,17 @@ func merged(res *Result, candidate string, other *Result, against string) *Resul
 		if o.Candidate == against {
 			o.Candidate = ref
 			m.Outcomes = append(m.Outcomes, o)
+		}
+	}
+	for _, o := range res.Replay {
+		if o.Candidate == candidate {
+			m.Replay = append(m.Replay, o)
+		}
+	}
+	for _, o := range other.Replay {
+		if o.Candidate == against {
+			o.Candidate = ref
+			m.Replay = append(m.Replay, o)
 		}
 	}
 	return m

@@ -15,6 +15,8 @@ import (
 	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/report"
+	"github.com/ctxopt/ctxopt/rollout"
+	"github.com/ctxopt/ctxopt/templates"
 )
 
 // EvalOptions configures `optimize eval`.
@@ -33,6 +35,11 @@ type EvalOptions struct {
 	// Replace redoes rollouts of outDir made with another configuration
 	// instead of refusing them (eval.Options.Replace).
 	Replace bool
+	// Replay is a session log directory (serve's session_log.dir, or an
+	// import's output): ReplaySample of its logged requests are replayed
+	// for every candidate (eval.MetricAgreement). Empty: no replay.
+	Replay       string
+	ReplaySample int
 }
 
 // Selected is the guideline reference, in a candidate spec, to the
@@ -134,7 +141,42 @@ func Evaluate(ctx context.Context, job *Job, opt EvalOptions, outDir string) (*e
 		Concurrency: job.Rollout.Concurrency, TaskSet: rt.taskSet(opt.Split, tasks), Replace: opt.Replace,
 	}
 	eo.EmbeddedModel, eo.EmbeddedRoles = report.Embedded(uses)
+	if opt.Replay != "" {
+		if eo.Replay, err = rt.replay(opt, meter); err != nil {
+			return nil, err
+		}
+	}
 	return eval.Run(ctx, cands, tasks, outDir, eo)
+}
+
+// replay samples the requests of opt.Replay to replay, with the job's
+// agent system prompt (session logs keep no client's) and its judge for
+// free-text replies when the job has one.
+func (rt *Runtime) replay(opt EvalOptions, meter *Meter) (*eval.Replay, error) {
+	n := opt.ReplaySample
+	if n == 0 {
+		n = eval.DefaultReplaySample
+	}
+	if n < 1 || n > 100000 {
+		return nil, invalid(fmt.Errorf("replay sample %d: must be 1 to 100000", n))
+	}
+	path := filepath.Join(opt.Replay, rollout.TrajectoriesFile)
+	if fi, err := os.Stat(opt.Replay); err == nil && !fi.IsDir() {
+		path = opt.Replay
+	}
+	reqs, err := eval.SampleReplay(path, n, uint64(rt.Job.Seed))
+	if err != nil {
+		return nil, invalid(fmt.Errorf("--replay %s: %w", opt.Replay, err))
+	}
+	sys, err := templates.Render("agent_system.tmpl", nil)
+	if err != nil {
+		return nil, err
+	}
+	rp := &eval.Replay{Sessions: path, Requests: reqs, System: strings.TrimSpace(sys)}
+	if rt.Job.Roles.Judge.BaseURL != "" {
+		rp.Judge = meter.Wrap(rt.Judge)
+	}
+	return rp, nil
 }
 
 func containsSpec(specs []eval.Spec, name string) bool {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctxopt/ctxopt/internal/killpoint"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -85,6 +86,7 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 		v, err := s.reuse(e, runDir, dir, hash, in)
 		if err == nil {
 			slog.Info("stage reused from the stage store", "stage", s.name, "entry", e)
+			killpoint.Reach("optimize")
 			return v, nil
 		}
 		slog.Warn("stored stage unreadable, running it", "stage", s.name, "entry", e, "err", err)
@@ -92,7 +94,11 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 			return zero, fmt.Errorf("stage %s: %w", s.name, err)
 		}
 	}
-	return s.execute(meter, runDir, dir, hash, in)
+	v, err := s.execute(meter, runDir, dir, hash, in)
+	if err == nil {
+		killpoint.Reach("optimize") // a stage done, the next not begun
+	}
+	return v, err
 }
 
 // finished returns the saved result (done) when dir's manifest says the

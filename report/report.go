@@ -118,7 +118,7 @@ func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
 // metricFormat prints a metric's values.
 func metricFormat(m string) func(float64) string {
 	switch m {
-	case eval.MetricSuccess:
+	case eval.MetricSuccess, eval.MetricAgreement:
 		return pct
 	case eval.MetricEM, eval.MetricF1:
 		return func(v float64) string { return fmt.Sprintf("%.3f", v) }
@@ -138,7 +138,7 @@ func withCI(m string, iv eval.Interval) string {
 
 // diffFormat prints a difference: success in points, others as numbers.
 func diffFormat(m string, v float64) string {
-	if m == eval.MetricSuccess {
+	if m == eval.MetricSuccess || m == eval.MetricAgreement {
 		return fmt.Sprintf("%+.1f pt", 100*v)
 	}
 	if m == eval.MetricCostUSD {
@@ -179,11 +179,11 @@ func (t table) markdown(w io.Writer) {
 // candidatesTable: each metric's mean with its 95% interval.
 func candidatesTable(res *eval.Result) table {
 	t := table{head: []string{"candidate", "spec"}}
-	t.head = append(t.head, eval.Metrics...)
+	t.head = append(t.head, res.MetricNames()...)
 	t.head = append(t.head, "LLM calls", "cache hits", "Pareto (peak, $)")
 	for _, a := range res.Summary.Candidates {
 		row := []string{a.Name, a.Text}
-		for _, m := range eval.Metrics {
+		for _, m := range res.MetricNames() {
 			row = append(row, withCI(m, a.Metrics[m]))
 		}
 		front := []string{}
@@ -221,7 +221,7 @@ func diffsTable(res *eval.Result) table {
 	for _, c := range res.Comparisons {
 		t.head = append(t.head, fmt.Sprintf("%s − %s", c.Candidate, c.Reference), fmt.Sprintf("%s / %s", c.Candidate, c.Reference))
 	}
-	for _, m := range eval.Metrics {
+	for _, m := range res.MetricNames() {
 		row := []string{m}
 		for _, c := range res.Comparisons {
 			p := c.Metrics[m]

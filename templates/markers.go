@@ -43,7 +43,8 @@ const (
 	EvolveLostHeading = "Input lines stating facts that a later step needed and the compressed memory lost:"
 
 	// OutputA and OutputB open the two outputs a judge compares, and
-	// OutputAEnd and OutputBEnd close them (synth_judge.tmpl).
+	// OutputAEnd and OutputBEnd close them (synth_judge.tmpl,
+	// replay_judge.tmpl).
 	OutputA    = "OUTPUT_A"
 	OutputAEnd = "OUTPUT_A_END"
 	OutputB    = "OUTPUT_B"

@@ -24,6 +24,7 @@ func TestMarkers(t *testing.T) {
 		{name: "update_co.tmpl", lines: append(update, RemovalsHeading, RemoveItem), twiceOnOwnLine: OriginalPrompt},
 		{name: "synth_evolve.tmpl", lines: append(update, EvolveLostHeading), twiceOnOwnLine: OriginalPrompt},
 		{name: "synth_judge.tmpl", lines: []string{OutputA, OutputAEnd, OutputB, OutputBEnd}},
+		{name: "replay_judge.tmpl", lines: []string{OutputA, OutputAEnd, OutputB, OutputBEnd}},
 		{name: "synth_generate.tmpl", lines: generate},
 		{name: "synth_repair.tmpl", lines: generate},
 		{name: "history_plan_aware.tmpl", lines: []string{HistoryTask, HistoryPlan, HistoryPrevSummary, HistoryTurns}},

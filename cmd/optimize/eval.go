@@ -31,6 +31,8 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "registry", Usage: "guideline registry `DIR` for guideline=ID"},
 			&cli.StringFlag{Name: "run", Usage: "optimize run `DIR`: its registry for guideline=ID, and guideline=" + pipeline.Selected + " for the guideline it selected"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "evaluation directory"},
+			&cli.StringFlag{Name: "replay", Usage: "session log `DIR` (serve's session_log.dir, or an optimize import output): replay sampled logged requests for every candidate and score agreement"},
+			&cli.IntFlag{Name: "replay-sample", Value: eval.DefaultReplaySample, Usage: "logged requests --replay samples (stratified by session length, seeded by the job's seed)"},
 			&cli.BoolFlag{Name: "replace", Usage: "redo a candidate's rollouts that --out holds from another configuration (another guideline, settings or model version) instead of refusing"},
 		},
 		Action: func(c *cli.Context) error {
@@ -45,7 +47,7 @@ func evalCommand() *cli.Command {
 			res, err := pipeline.Evaluate(c.Context, job, pipeline.EvalOptions{
 				Specs: specs, Split: c.String("split"), Samples: c.Int("samples"),
 				Reference: c.String("reference"), Registry: c.String("registry"), Run: c.String("run"),
-				Replace: c.Bool("replace"),
+				Replace: c.Bool("replace"), Replay: c.String("replay"), ReplaySample: c.Int("replay-sample"),
 			}, c.String("out"))
 			if err != nil {
 				if errors.Is(err, pipeline.ErrBudget) {

@@ -63,6 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			runCommand(),
 			evalCommand(),
 			gateCommand(),
+			nightlyCommand(),
 			guidelineCommand(),
 			distillCommand(),
 			importCommand(),
