@@ -22,8 +22,7 @@ demo: build
 	  --candidate guideline=guideline,guideline=selected \
 	  --candidate pace=pace --candidate plan-aware=plan-aware --out runs/demo-strategies
 	./$(BIN) guideline promote --run runs/demo --gate runs/demo/eval --against prompting \
-	  --rule "success >= -0.05" \
-	  "$$(sed -n 's/^  "selected_guideline": "\(.*\)",$$/\1/p' runs/demo/summary.json)"
+	  --rule "success >= -0.05" selected
 
 # A real model in the loop (llama.cpp serving Gemma 3 270M on loopback) and
 # the Python tools reading the datasets; see scripts/real-model/README.md.

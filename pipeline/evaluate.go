@@ -46,6 +46,20 @@ type EvalOptions struct {
 // guideline a run selected (EvalOptions.Run).
 const Selected = "selected"
 
+// SelectedGuideline reads the id of the guideline the run in dir selected
+// ("" before it finished a round).
+func SelectedGuideline(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		return "", invalid(fmt.Errorf("--run %s: %w; give the directory of an optimize run", dir, err))
+	}
+	var sum RunSummary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return "", invalid(fmt.Errorf("--run %s: %s: %w", dir, SummaryFile, err))
+	}
+	return sum.SelectedGuideline, nil
+}
+
 // withRun resolves opt.Run: the run's registry, and its selected
 // guideline wherever a spec names Selected.
 func withRun(opt EvalOptions) (EvalOptions, error) {
@@ -55,23 +69,19 @@ func withRun(opt EvalOptions) (EvalOptions, error) {
 	if opt.Registry != "" {
 		return opt, invalid(fmt.Errorf("--run %s and --registry %s: give one (a run's registry is its guidelines directory)", opt.Run, opt.Registry))
 	}
-	b, err := os.ReadFile(filepath.Join(opt.Run, SummaryFile))
+	selected, err := SelectedGuideline(opt.Run)
 	if err != nil {
-		return opt, invalid(fmt.Errorf("--run %s: %w; give the directory of an optimize run", opt.Run, err))
-	}
-	var sum RunSummary
-	if err := json.Unmarshal(b, &sum); err != nil {
-		return opt, invalid(fmt.Errorf("--run %s: %s: %w", opt.Run, SummaryFile, err))
+		return opt, err
 	}
 	specs := slices.Clone(opt.Specs)
 	for i, sp := range specs {
 		if sp.Guideline != Selected {
 			continue
 		}
-		if sum.SelectedGuideline == "" {
+		if selected == "" {
 			return opt, invalid(fmt.Errorf("candidate %s: the run in %s has selected no guideline yet (it finished no round)", sp.Name, opt.Run))
 		}
-		specs[i].Guideline = sum.SelectedGuideline
+		specs[i].Guideline = selected
 	}
 	opt.Specs, opt.Registry = specs, filepath.Join(opt.Run, GuidelinesDir)
 	return opt, nil

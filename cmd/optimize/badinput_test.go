@@ -311,5 +311,7 @@ func badCases() []badCase {
 		{name: "registry not a directory", args: []string{"guideline", "list", "--registry", "{dir}/none"}, want: []string{`not a directory`}},
 		{name: "show without id", files: map[string]string{"reg/.keep": ""}, args: []string{"guideline", "show", "--registry", "{dir}/reg"}, want: []string{`want ID, got 0 arguments`}},
 		{name: "promote unknown id", files: map[string]string{"reg/.keep": ""}, args: []string{"guideline", "promote", "h-000000000000", "--registry", "{dir}/reg"}, want: []string{`h-000000000000`}},
+		{name: "promote selected without run", files: map[string]string{"reg/.keep": ""}, args: []string{"guideline", "promote", "selected", "--registry", "{dir}/reg"}, want: []string{`"selected" names the guideline a run selected: give --run DIR`}},
+		{name: "promote selected before a round", files: map[string]string{"run/guidelines/.keep": "", "run/summary.json": `{"selected_guideline": ""}`}, args: []string{"guideline", "promote", "selected", "--run", "{dir}/run"}, want: []string{`has selected no guideline yet`}},
 	}
 }

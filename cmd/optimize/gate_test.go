@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/pipeline"
 	"github.com/ctxopt/ctxopt/templates"
 )
 
@@ -102,5 +103,31 @@ func TestPromoteWithGate(t *testing.T) {
 	}
 	if _, err := os.Stat(promoted); err != nil {
 		t.Fatalf("not promoted: %v", err)
+	}
+}
+
+// TestPromoteSelected: "selected" with --run promotes the guideline the
+// run's summary names, as make demo does.
+func TestPromoteSelected(t *testing.T) {
+	dir := t.TempDir()
+	reg, err := guideline.OpenRegistry(filepath.Join(dir, pipeline.GuidelinesDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := templates.Source("history_prompting.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := reg.Put(guideline.Record{Kind: guideline.KindHistory, Source: "test"}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := fmt.Sprintf(`{"selected_guideline": %q}`, rec.ID)
+	if err := os.WriteFile(filepath.Join(dir, pipeline.SummaryFile), []byte(sum), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "guideline", "promote", "selected", "--run", dir)
+	if code != exitOK || !strings.Contains(stdout, "promoted "+rec.ID) {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -61,8 +61,8 @@ func guidelineCommand() *cli.Command {
 			},
 			{
 				Name:      "promote",
-				Usage:     "make a guideline the production one of its kind; with --gate, only if it passes the gate",
-				ArgsUsage: "ID",
+				Usage:     "make a guideline the production one of its kind (ID, or selected: the one --run DIR selected); with --gate, only if it passes the gate",
+				ArgsUsage: "ID|selected",
 				Flags:     append(append([]cli.Flag{}, registryFlags...), gateFlags("gate", false)...),
 				Action:    guidelinePromote,
 			},
@@ -325,6 +325,23 @@ func guidelineValidate(c *cli.Context) error {
 	return nil
 }
 
+// selectedOfRun resolves the ID "selected" to the guideline the run of
+// --run selected.
+func selectedOfRun(c *cli.Context) (string, error) {
+	run := c.String("run")
+	if run == "" {
+		return "", badInput(fmt.Errorf("%q names the guideline a run selected: give --run DIR", pipeline.Selected))
+	}
+	id, err := pipeline.SelectedGuideline(run)
+	if err != nil {
+		return "", err
+	}
+	if id == "" {
+		return "", badInput(fmt.Errorf("--run %s has selected no guideline yet (it finished no round)", run))
+	}
+	return id, nil
+}
+
 func guidelinePromote(c *cli.Context) error {
 	args, err := wantArgs(c, 1)
 	if err != nil {
@@ -333,6 +350,11 @@ func guidelinePromote(c *cli.Context) error {
 	reg, err := openRegistryFlag(c)
 	if err != nil {
 		return err
+	}
+	if args[0] == pipeline.Selected {
+		if args[0], err = selectedOfRun(c); err != nil {
+			return err
+		}
 	}
 	if dir := c.String("gate"); dir != "" {
 		rec, _, err := reg.Get(args[0])
