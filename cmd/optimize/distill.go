@@ -79,7 +79,8 @@ func distillBuild(c *cli.Context) error {
 	})
 	var lineErr *distill.LineError
 	var limitErr *jsonl.LimitError
-	if errors.Is(err, distill.ErrNoData) || errors.As(err, &lineErr) || errors.As(err, &limitErr) || errors.Is(err, fs.ErrNotExist) {
+	var textErr *jsonl.TextError
+	if errors.Is(err, distill.ErrNoData) || errors.As(err, &lineErr) || errors.As(err, &limitErr) || errors.As(err, &textErr) || errors.Is(err, fs.ErrNotExist) {
 		return badInput(err)
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/pipeline"
 	"github.com/ctxopt/ctxopt/report"
@@ -116,8 +117,10 @@ func synthEvolve(c *cli.Context) error {
 // synthError maps run and evolve errors to exit codes.
 func synthError(err error, out string) error {
 	var inv *synth.InvalidError
+	var limit *jsonl.LimitError
+	var text *jsonl.TextError
 	switch {
-	case errors.As(err, &inv) || errors.Is(err, synth.ErrForeignDir) || errors.Is(err, synth.ErrInvalidTeacher):
+	case errors.As(err, &inv) || errors.Is(err, synth.ErrForeignDir) || errors.Is(err, synth.ErrInvalidTeacher) || errors.As(err, &limit) || errors.As(err, &text):
 		return badInput(err)
 	case errors.Is(err, pipeline.ErrBudget):
 		return fmt.Errorf("%w; the work so far is kept in %s: raise the budget and run the same command again to resume", err, out)
