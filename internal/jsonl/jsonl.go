@@ -114,9 +114,9 @@ func CheckText(name string, data []byte) error {
 		Msg: "invalid UTF-8 (the file must be UTF-8 text)"}
 }
 
-// lossy replaces each invalid UTF-8 byte of b with U+FFFD and returns how
-// many it replaced.
-func lossy(b []byte) ([]byte, int) {
+// Lossy replaces each invalid UTF-8 byte of b with U+FFFD and returns how
+// many it replaced (Limits.LossyUTF8).
+func Lossy(b []byte) ([]byte, int) {
 	var out []byte
 	n := 0
 	for i := 0; i < len(b); {
@@ -198,7 +198,7 @@ func (r *Reader) check(line []byte, end int64) ([]byte, error) {
 				Msg: "invalid UTF-8 (text must be UTF-8; optimize import --lossy-utf8 replaces it, counted)"})
 		}
 		var n int
-		line, n = lossy(line)
+		line, n = Lossy(line)
 		r.replaced += n
 	}
 	if r.lim.Depth > 0 {
