@@ -90,6 +90,7 @@ func synthEvolve(c *cli.Context) error {
 		Settings: job.Synth.Evolve, Seed: job.Seed, Registry: reg, Concurrency: job.Rollout.Concurrency,
 		Optimizer: meter.Wrap(rt.Optimizer), OptimizerModels: rt.Models(llm.RoleOptimizer), Embedded: rt.SynthEmbedded(),
 		Executor: func(p *compress.Prompt) (*synth.Executor, error) { return rt.SynthExecutor(p, meter) },
+		Limits:   job.Synth.Limits,
 	}
 	sum, err := ev.Evolve(c.Context, src, origin, wfs, out)
 	if err != nil {
@@ -104,7 +105,7 @@ func synthEvolve(c *cli.Context) error {
 	if err != nil {
 		return inputOr(err)
 	}
-	rs, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: filepath.Join(out, "run"), Concurrency: job.Rollout.Concurrency})
+	rs, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: filepath.Join(out, "run"), Concurrency: job.Rollout.Concurrency, Limits: job.Synth.Limits})
 	if err != nil {
 		return synthError(err, out)
 	}
@@ -146,7 +147,7 @@ func synthRun(c *cli.Context) error {
 	if err != nil {
 		return inputOr(err)
 	}
-	sum, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: c.String("out"), Concurrency: job.Rollout.Concurrency, Limit: c.Int("limit")})
+	sum, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: c.String("out"), Concurrency: job.Rollout.Concurrency, Limit: c.Int("limit"), Limits: job.Synth.Limits})
 	if err != nil {
 		return synthError(err, c.String("out"))
 	}
