@@ -507,9 +507,14 @@ func indexSessions(ctx context.Context, opts Options, m Mapping, rep *Report) (*
 		if n%1024 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		// Next drops the newline: the next line starts one byte on.
-		ref := lineRef{n: n, off: off, length: int64(len(raw))}
-		off += int64(len(raw)) + 1
+		// The line's bytes in the file, which LossyUTF8 may have changed
+		// in raw; Next drops the newline.
+		end := rd.Offset()
+		if !rd.Unterminated() {
+			end--
+		}
+		ref := lineRef{n: n, off: off, length: end - off}
+		off = rd.Offset()
 		line := bytes.TrimSpace(raw)
 		if len(line) == 0 {
 			continue

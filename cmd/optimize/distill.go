@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -57,6 +58,9 @@ func distillBuild(c *cli.Context) error {
 	}
 	if err := checkOutDir("out", out); err != nil {
 		return err
+	}
+	if fi, err := os.Stat(run); run != "" && err == nil && !fi.IsDir() {
+		return badInput(fmt.Errorf("--run %s is a file, not a run directory; give the directory, or the file with --trajectories", run))
 	}
 	fraction := c.Float64("validation-fraction")
 	if err := distill.CheckValidationFraction(fraction); err != nil {

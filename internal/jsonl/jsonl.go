@@ -180,6 +180,11 @@ func NewReader(r io.Reader, name string, lim Limits) *Reader {
 // Line is the 1-based number of the line Next returned last.
 func (r *Reader) Line() int { return r.line }
 
+// Offset is the number of bytes of the file read through the line Next
+// returned last, its newline included: where the next line begins, whatever
+// LossyUTF8 replaced in the lines returned.
+func (r *Reader) Offset() int64 { return r.read }
+
 // Replaced is the number of invalid UTF-8 bytes replaced so far
 // (Limits.LossyUTF8).
 func (r *Reader) Replaced() int { return r.replaced }
