@@ -40,7 +40,11 @@ func synthCommand() *cli.Command {
 			Description: "Writes executions.jsonl (both final outputs, every compression event, the filter's decision and\n" +
 				"the failed tests), run.json and run-summary.json into --out. The teacher compresses the history at\n" +
 				"every step, conditioned on the next compression.plan_aware.k plan steps. Running the same command\n" +
-				"again continues where a previous run stopped and reuses the workflows it finished.",
+				"again continues where a previous run stopped and reuses the workflows it finished. A workflows file\n" +
+				"with a plan longer than synth.max_plan_steps (default 256) or more workflows than synth.max_workflows\n" +
+				"(default 1,000,000) is refused (exit 2) before anything runs. A line that is not a valid workflow, or\n" +
+				"repeats the id of an earlier one (the first is executed), is not executed: each is a warning naming its\n" +
+				"file and line, and the summary counts them.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "job file (YAML)"},
 				&cli.StringFlag{Name: "workflows", Required: true, Usage: "optimize synth generate's output directory, or a workflows.jsonl"},
