@@ -58,15 +58,60 @@ type Options struct {
 	SkipBad bool
 	// RedactEmails also redacts e-mail addresses.
 	RedactEmails bool
+	// LossyUTF8 replaces invalid UTF-8 with U+FFFD, counted
+	// (Report.Replaced), instead of refusing the log.
+	LossyUTF8 bool
+	// MaxSessionCalls, MaxMessages and MaxDepth bound the calls of one
+	// session, the messages of one call and the JSON nesting of one line
+	// (0: the defaults below).
+	MaxSessionCalls, MaxMessages, MaxDepth int
 }
+
+// Default limits of an import (docs/import.md, README's Limits). A session
+// longer than MaxSessionCalls is refused, not split: its halves would be
+// scored as two tasks with one outcome.
+const (
+	DefaultMaxSessionCalls = 10_000
+	DefaultMaxMessages     = 10_000
+	DefaultMaxDepth        = 64
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxSessionCalls == 0 {
+		o.MaxSessionCalls = DefaultMaxSessionCalls
+	}
+	if o.MaxMessages == 0 {
+		o.MaxMessages = DefaultMaxMessages
+	}
+	if o.MaxDepth == 0 {
+		o.MaxDepth = DefaultMaxDepth
+	}
+	return o
+}
+
+// limits are the line limits of the log opts names.
+func (o Options) limits() jsonl.Limits {
+	lim := rollout.RecordLimits
+	lim.Depth, lim.DepthSetting, lim.LossyUTF8 = o.MaxDepth, "--max-depth", o.LossyUTF8
+	return lim
+}
+
+// limitError is a log over one of the import's limits: refused even with
+// SkipBad, which skips damaged lines, not large ones.
+type limitError struct{ err error }
+
+func (e limitError) Error() string { return e.err.Error() }
+func (e limitError) Unwrap() error { return e.err }
 
 // Report says what an import read and wrote.
 type Report struct {
-	Lines      int            `json:"lines"`
-	BadLines   int            `json:"bad_lines"`
-	Calls      int            `json:"calls"`
-	Sessions   int            `json:"sessions"`
-	Labeled    int            `json:"labeled"`
+	Lines    int `json:"lines"`
+	BadLines int `json:"bad_lines"`
+	Calls    int `json:"calls"`
+	Sessions int `json:"sessions"`
+	Labeled  int `json:"labeled"`
+	// Replaced counts the invalid UTF-8 bytes LossyUTF8 replaced.
+	Replaced   int            `json:"replaced_invalid_utf8,omitempty"`
 	Redactions map[string]int `json:"redactions,omitempty"`
 	Summary    rollout.Summary
 }
@@ -99,6 +144,10 @@ func invalid(format string, args ...any) error {
 // SkipBad).
 func Import(ctx context.Context, opts Options) (Report, error) {
 	var rep Report
+	opts = opts.withDefaults()
+	if opts.MaxSessionCalls < 0 || opts.MaxMessages < 0 || opts.MaxDepth < 0 {
+		return rep, invalid("--max-session-calls, --max-messages and --max-depth: want a positive limit")
+	}
 	red := &redactor{r: distill.NewRedactor(opts.RedactEmails), counts: map[string]int{}}
 	var labels map[string]bool
 	if opts.Labels != "" {
@@ -124,7 +173,7 @@ func Import(ctx context.Context, opts Options) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		trajs = idx.trajectories(ctx, m, red, labels, &rep)
+		trajs = idx.trajectories(ctx, m, opts, red, labels, &rep)
 	case FormatCtxopt:
 		trajs = ctxoptRecords(ctx, opts, red, labels, &rep)
 	default:
@@ -244,7 +293,7 @@ func get(line []byte, paths string) gjson.Result {
 	return gjson.Result{}
 }
 
-func parseCall(line []byte, m Mapping) (call, error) {
+func parseCall(line []byte, m Mapping, maxMessages int) (call, error) {
 	if !gjson.ValidBytes(line) {
 		return call{}, errors.New("not valid JSON")
 	}
@@ -252,6 +301,11 @@ func parseCall(line []byte, m Mapping) (call, error) {
 	msgs := get(line, m.Messages)
 	if !msgs.IsArray() {
 		return c, fmt.Errorf("no message list at %q", m.Messages)
+	}
+	n := 0
+	msgs.ForEach(func(_, _ gjson.Result) bool { n++; return n <= maxMessages })
+	if n > maxMessages {
+		return c, limitError{fmt.Errorf("more than %d messages at %q, the limit of messages in one call; raise --max-messages if the log is meant to be this long", maxMessages, m.Messages)}
 	}
 	for i, v := range msgs.Array() {
 		msg, err := parseMessage(v)
@@ -317,17 +371,9 @@ func openingHash(ms []llm.Message) string {
 
 func parseMessage(v gjson.Result) (llm.Message, error) {
 	m := llm.Message{Role: v.Get("role").String(), Name: v.Get("name").String(), ToolCallID: v.Get("tool_call_id").String()}
-	switch c := v.Get("content"); {
-	case c.Type == gjson.String:
-		m.Content = c.Str
-	case c.IsArray():
-		var parts []string
-		for _, p := range c.Array() {
-			if t := p.Get("text"); t.Exists() {
-				parts = append(parts, t.String())
-			}
-		}
-		m.Content = strings.Join(parts, "\n")
+	var err error
+	if m.Content, err = content(v.Get("content")); err != nil {
+		return m, err
 	}
 	for _, tc := range v.Get("tool_calls").Array() {
 		m.ToolCalls = append(m.ToolCalls, llm.ToolCall{
@@ -342,6 +388,51 @@ func parseMessage(v gjson.Result) (llm.Message, error) {
 		return m, fmt.Errorf("unknown role %q", m.Role)
 	}
 	return m, nil
+}
+
+// content is a message's text: a string, or the text parts of a list (other
+// parts, such as images, carry none); anything else is an error, never "".
+func content(c gjson.Result) (string, error) {
+	switch {
+	case c.Type == gjson.String:
+		return c.Str, nil
+	case !c.Exists() || c.Type == gjson.Null:
+		return "", nil
+	case !c.IsArray():
+		return "", fmt.Errorf("content is %s; want a string or a list of content parts", jsonKind(c))
+	}
+	var parts []string
+	for i, p := range c.Array() {
+		if !p.IsObject() {
+			return "", fmt.Errorf("content[%d] is %s; want a content part object", i, jsonKind(p))
+		}
+		t := p.Get("text")
+		if !t.Exists() {
+			continue
+		}
+		if t.Type != gjson.String {
+			return "", fmt.Errorf("content[%d].text is %s; want a string", i, jsonKind(t))
+		}
+		parts = append(parts, t.Str)
+	}
+	return strings.Join(parts, "\n"), nil
+}
+
+// jsonKind names a JSON value's type for an error message.
+func jsonKind(v gjson.Result) string {
+	switch {
+	case v.IsObject():
+		return "an object"
+	case v.IsArray():
+		return "a list"
+	case v.Type == gjson.Number:
+		return "a number"
+	case v.Type == gjson.True || v.Type == gjson.False:
+		return "a boolean"
+	case v.Type == gjson.Null:
+		return "null"
+	}
+	return "a string"
 }
 
 // lineRef locates a log line.
@@ -401,7 +492,8 @@ func indexSessions(ctx context.Context, opts Options, m Mapping, rep *Report) (*
 	}
 	defer f.Close()
 	idx := &sessionIndex{path: opts.In, lines: map[string][]lineRef{}}
-	rd := jsonl.NewReader(f, opts.In, rollout.RecordLimits)
+	rd := jsonl.NewReader(f, opts.In, opts.limits())
+	defer func() { rep.Replaced = rd.Replaced() }()
 	var off int64
 	for {
 		raw, err := rd.Next()
@@ -415,15 +507,24 @@ func indexSessions(ctx context.Context, opts Options, m Mapping, rep *Report) (*
 		if n%1024 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		// Next drops the newline: the next line starts one byte on.
-		ref := lineRef{n: n, off: off, length: int64(len(raw))}
-		off += int64(len(raw)) + 1
+		// The line's bytes in the file, which LossyUTF8 may have changed
+		// in raw; Next drops the newline.
+		end := rd.Offset()
+		if !rd.Unterminated() {
+			end--
+		}
+		ref := lineRef{n: n, off: off, length: end - off}
+		off = rd.Offset()
 		line := bytes.TrimSpace(raw)
 		if len(line) == 0 {
 			continue
 		}
 		rep.Lines++
-		c, err := parseCall(line, m)
+		c, err := parseCall(line, m, opts.MaxMessages)
+		var lim limitError
+		if errors.As(err, &lim) {
+			return nil, inputError{&LineError{opts.In, n, err}}
+		}
 		if err != nil {
 			if opts.SkipBad {
 				rep.BadLines++
@@ -439,6 +540,9 @@ func indexSessions(ctx context.Context, opts Options, m Mapping, rep *Report) (*
 			idx.order = append(idx.order, c.session)
 		}
 		idx.lines[c.session] = append(idx.lines[c.session], ref)
+		if len(idx.lines[c.session]) > opts.MaxSessionCalls {
+			return nil, inputError{&LineError{opts.In, n, tooLong(idx.lines[c.session][0].n, opts.MaxSessionCalls)}}
+		}
 	}
 	if rep.Calls == 0 {
 		return nil, invalid("%s: no chat calls to import", opts.In)
@@ -446,7 +550,7 @@ func indexSessions(ctx context.Context, opts Options, m Mapping, rep *Report) (*
 	return idx, nil
 }
 
-func (idx *sessionIndex) trajectories(ctx context.Context, m Mapping, red *redactor, labels map[string]bool, rep *Report) iter.Seq2[*rollout.Trajectory, error] {
+func (idx *sessionIndex) trajectories(ctx context.Context, m Mapping, opts Options, red *redactor, labels map[string]bool, rep *Report) iter.Seq2[*rollout.Trajectory, error] {
 	return func(yield func(*rollout.Trajectory, error) bool) {
 		f, err := os.Open(idx.path)
 		if err != nil {
@@ -469,7 +573,10 @@ func (idx *sessionIndex) trajectories(ctx context.Context, m Mapping, red *redac
 					yield(nil, fmt.Errorf("read %s:%d: %w", idx.path, ref.n, err))
 					return
 				}
-				c, err := parseCall(bytes.TrimSpace(buf), m)
+				if opts.LossyUTF8 {
+					buf, _ = jsonl.Lossy(buf) // counted when indexed
+				}
+				c, err := parseCall(bytes.TrimSpace(buf), m, opts.MaxMessages)
 				if err != nil {
 					yield(nil, &LineError{idx.path, ref.n, err})
 					return
@@ -489,6 +596,13 @@ func (idx *sessionIndex) trajectories(ctx context.Context, m Mapping, red *redac
 			}
 		}
 	}
+}
+
+// tooLong refuses a session over the limit of calls, before its calls are
+// read into memory; it names the session by its first line, not its id,
+// which the log may have filled with anything.
+func tooLong(first, limit int) error {
+	return fmt.Errorf("the session that begins at line %d has more than %d calls, the limit of calls in one session; raise --max-session-calls if the log is meant to be this long (a session is refused, not split: its parts would be scored as tasks of their own)", first, limit)
 }
 
 func anyLabel(calls []call) bool {
@@ -580,7 +694,8 @@ func ctxoptRecords(ctx context.Context, opts Options, red *redactor, labels map[
 			return
 		}
 		defer f.Close()
-		rd := jsonl.NewReader(f, opts.In, rollout.RecordLimits)
+		rd := jsonl.NewReader(f, opts.In, opts.limits())
+		defer func() { rep.Replaced = rd.Replaced() }()
 		for {
 			if err := ctx.Err(); err != nil {
 				yield(nil, err)
@@ -606,6 +721,10 @@ func ctxoptRecords(ctx context.Context, opts Options, red *redactor, labels map[
 					continue
 				}
 				yield(nil, inputError{fmt.Errorf("%w (use --skip-bad to skip such lines)", &LineError{opts.In, n, err})})
+				return
+			}
+			if n := len(t.Turns) + len(t.Events); n > opts.MaxSessionCalls {
+				yield(nil, inputError{&LineError{opts.In, rd.Line(), tooLong(rd.Line(), opts.MaxSessionCalls)}})
 				return
 			}
 			redactTrajectory(t, red)

@@ -27,10 +27,16 @@ func TestParseCall(t *testing.T) {
 		{"bad role", `{"messages":[{"role":"robot","content":"x"}],` + reply + `}`, "", "", `unknown role "robot"`},
 		{"bad purpose", `{` + msgs + `,` + reply + `,"purpose":"judge"}`, "", "", `purpose "judge"`},
 		{"bad kind", `{` + msgs + `,` + reply + `,"metadata":{"kind":"plan"}}`, "", "", `kind "plan"`},
+		{"content an object", `{"messages":[{"role":"user","content":{"a":{"b":1}}}],` + reply + `}`, "", "", `message 0: content is an object; want a string or a list of content parts`},
+		{"content a number", `{"messages":[{"role":"user","content":5}],` + reply + `}`, "", "", `content is a number`},
+		{"part text not a string", `{"messages":[{"role":"user","content":[{"type":"text","text":["x"]}]}],` + reply + `}`, "", "", `content[0].text is a list; want a string`},
+		{"part not an object", `{"messages":[{"role":"user","content":["x"]}],` + reply + `}`, "", "", `content[0] is a string; want a content part object`},
+		{"reply content an object", `{` + msgs + `,"choices":[{"message":{"role":"assistant","content":{}}}]}`, "", "", `reply: content is an object`},
+		{"too many messages", `{"messages":[` + strings.Repeat(`{"role":"user","content":"x"},`, DefaultMaxMessages) + `{"role":"user","content":"x"}],` + reply + `}`, "", "", `more than 10000 messages at "request.messages|messages", the limit of messages in one call; raise --max-messages`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseCall([]byte(tt.line), openAIChat)
+			c, err := parseCall([]byte(tt.line), openAIChat, DefaultMaxMessages)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)

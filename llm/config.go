@@ -78,6 +78,10 @@ type RoleConfig struct {
 	ToolChoice string `yaml:"tool_choice,omitempty" json:"tool_choice,omitempty"`
 }
 
+// MaxMaxTokens bounds max_tokens: no model's context holds a completion
+// longer than this, so a larger value is a typo (1e15).
+const MaxMaxTokens = 1 << 21
+
 // Tool choices a RoleConfig accepts.
 const (
 	ToolChoiceAuto     = "auto"
@@ -175,8 +179,8 @@ func (c RoleConfig) Problems(field string) []Problem {
 	if c.Temperature < 0 || c.Temperature > 2 {
 		bad("temperature", "%g is outside [0, 2]", c.Temperature)
 	}
-	if c.MaxTokens < 0 {
-		bad("max_tokens", "must not be negative")
+	if c.MaxTokens < 0 || c.MaxTokens > MaxMaxTokens {
+		bad("max_tokens", "%d is out of range; want 0 (the server's default) to %d, the largest completion any model's context holds", c.MaxTokens, MaxMaxTokens)
 	}
 	if c.PriceIn < 0 {
 		bad("price_in", "must not be negative")

@@ -301,6 +301,9 @@ func ParseJob(path string, data []byte) (*Job, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%s: the job file is empty; start from jobs/demo.yaml", path)
 	}
+	if err := jsonl.CheckText(path, data); err != nil {
+		return nil, invalid(err)
+	}
 	j := &Job{}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -648,6 +651,9 @@ func (j *Job) roleProblems() []fieldProblem {
 		}
 		for _, p := range v.Problems(field) {
 			add(p.Field, "%s", p.Msg)
+		}
+		if w := j.Rollout.ContextWindow; w > 0 && name == llm.RoleAgent && c.MaxTokens >= w {
+			add(field+".max_tokens", "%d is not below rollout.context_window (%d), the agent's context: lower max_tokens or raise rollout.context_window", c.MaxTokens, w)
 		}
 		if c.BaseURL == Embedded || !used[name] {
 			return nil

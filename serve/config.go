@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/yamlpos"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/embedded"
@@ -41,10 +42,25 @@ type Config struct {
 	Limits      Limits      `yaml:"limits"`
 	Timeouts    Timeouts    `yaml:"timeouts"`
 	SessionLog  SessionLog  `yaml:"session_log"`
+	Metrics     Metrics     `yaml:"metrics"`
 
 	// keys holds where each key of the file is, so problems name its line.
 	keys yamlpos.Keys
 }
+
+// Metrics configures GET /metrics.
+type Metrics struct {
+	// Auth is none (anyone who reaches the address may scrape; the
+	// default, as Prometheus scrapes without credentials) or key (the
+	// client keys of the API, as auth checks them).
+	Auth string `yaml:"auth"`
+}
+
+// Values of metrics.auth.
+const (
+	MetricsAuthNone = "none"
+	MetricsAuthKey  = "key"
+)
 
 // Upstream is where the proxy sends requests, per API format. The keys come
 // only from the environment variables named here.
@@ -193,6 +209,7 @@ func Default() Config {
 			BreakerFailures: 3, BreakerCooldown: 30 * time.Second,
 		},
 		Sessions: Sessions{TTL: 24 * time.Hour, Max: 10000},
+		Metrics:  Metrics{Auth: MetricsAuthNone},
 		Limits:   Limits{BodyBytes: 8 << 20, Burst: 20, BudgetWindow: 24 * time.Hour},
 		Timeouts: Timeouts{ReadHeader: 10 * time.Second, Read: time.Minute, Write: 10 * time.Minute, Idle: 2 * time.Minute, Drain: 30 * time.Second},
 	}
@@ -207,6 +224,9 @@ func LoadConfig(path string) (Config, error) {
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return cfg, fmt.Errorf("serve config %s is empty; start from serve.example.yaml", path)
+	}
+	if err := jsonl.CheckText(path, b); err != nil {
+		return cfg, fmt.Errorf("serve config: %w", err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -346,6 +366,9 @@ func (c Config) Validate() error {
 	positive("timeouts.write", c.Timeouts.Write)
 	positive("timeouts.idle", c.Timeouts.Idle)
 	positive("timeouts.drain", c.Timeouts.Drain)
+	if c.Metrics.Auth != MetricsAuthNone && c.Metrics.Auth != MetricsAuthKey {
+		bad("metrics.auth", "%q is unknown; want %s (anyone may scrape) or %s (the API's client keys)", c.Metrics.Auth, MetricsAuthNone, MetricsAuthKey)
+	}
 	return errors.Join(errs...)
 }
 

@@ -129,7 +129,7 @@ func (g *guidelines) get(kind guideline.Kind, id string) (*activeGuideline, erro
 	}
 	rec, src, err := g.reg.Get(id)
 	if err != nil {
-		return nil, err
+		return nil, registryError(id, err)
 	}
 	if rec.Kind != kind {
 		return nil, fmt.Errorf("guideline %s is a %s guideline, not %s", rec.ID, rec.Kind, kind)
@@ -164,4 +164,16 @@ func (g *guidelines) watch(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// registryError is what a client is told of a registry error: the id and
+// the kind of failure, never the registry's paths, which the log gets.
+func registryError(id string, err error) error {
+	for _, known := range []error{guideline.ErrNotFound, guideline.ErrAmbiguous, guideline.ErrRejected} {
+		if errors.Is(err, known) {
+			return fmt.Errorf("id %q: %w", id, known)
+		}
+	}
+	slog.Error("read a guideline from the registry", "id", id, "err", err)
+	return fmt.Errorf("id %q could not be read from the registry (the server's log says why)", id)
 }

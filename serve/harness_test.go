@@ -154,7 +154,7 @@ func start(t *testing.T, cfg Config) (*Server, string) {
 
 // client is the tests' HTTP client. Its transport is their own, so stop
 // can close every connection they opened and nothing else reopens one.
-var client = &http.Client{Transport: &http.Transport{Proxy: nil}}
+var client = &http.Client{Transport: &pathCheck{inner: &http.Transport{Proxy: nil}}}
 
 // launch runs a server with cfg until stop, which cancels its context
 // (what SIGTERM does) and returns what Serve returned.

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/embedded"
 )
@@ -319,10 +320,27 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v1/models", s.instrument("models", http.HandlerFunc(s.models)))
 	mux.Handle("POST /v1/compress", s.instrument("compress", http.HandlerFunc(s.compressAPI)))
 	mux.Handle("POST /v1/sessions/{id}/outcome", s.instrument("outcome", http.HandlerFunc(s.outcome)))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	return mux
+}
+
+// metricsHandler serves the metrics, behind the client keys when
+// metrics.auth is key.
+func (s *Server) metricsHandler() http.Handler {
+	h := promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})
+	if s.cfg.Metrics.Auth != MetricsAuthKey {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.keys.check(r); !ok {
+			s.m.rejected.WithLabelValues("auth").Inc()
+			apiError(w, formatOpenAI, http.StatusUnauthorized, "authentication_error", "missing or unknown API key (metrics.auth: key)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -491,6 +509,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, f apiFormat) (
 		return nil, false
 	case err != nil:
 		apiError(w, f, http.StatusBadRequest, "invalid_request_error", "could not read the body")
+		return nil, false
+	}
+	// JSON is UTF-8: invalid bytes would reach the upstream, or be
+	// replaced silently by a decoder.
+	if off := jsonl.InvalidUTF8(b); off >= 0 {
+		s.m.rejected.WithLabelValues("encoding").Inc()
+		apiError(w, f, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("body is not valid UTF-8: invalid byte at offset %d", off))
 		return nil, false
 	}
 	return b, true

@@ -207,6 +207,8 @@ type Evolver struct {
 	// Embedded says, by role, whether the embedded offline model answers
 	// it (Executor.Embedded).
 	Embedded map[string]bool
+	// Limits bound the workflows file (zero fields: the defaults).
+	Limits Limits
 }
 
 // Evolve searches from seed (its source and origin) on a sample of the
@@ -221,7 +223,7 @@ func (e *Evolver) Evolve(ctx context.Context, seedSrc, origin, wfs, dir string) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return EvolveSummary{}, fmt.Errorf("evolve: %w", err)
 	}
-	sample, err := writeSample(wfs, filepath.Join(dir, SampleFile), st.Sample, e.Seed)
+	sample, err := writeSample(wfs, filepath.Join(dir, SampleFile), st.Sample, e.Seed, e.Limits)
 	if err != nil {
 		return EvolveSummary{}, err
 	}
@@ -390,7 +392,7 @@ func (ev *evolution) score(ctx context.Context, pop []Member) error {
 			return err
 		}
 		runDir := filepath.Join(ev.dir, PromptsDir, m.ID)
-		rs, err := Run(ctx, x, RunOptions{Workflows: filepath.Join(ev.dir, SampleFile), Dir: runDir, Concurrency: ev.Concurrency})
+		rs, err := Run(ctx, x, RunOptions{Workflows: filepath.Join(ev.dir, SampleFile), Dir: runDir, Concurrency: ev.Concurrency, Limits: ev.Limits})
 		if err != nil {
 			return fmt.Errorf("score prompt %s: %w", m.ID, err)
 		}
@@ -594,7 +596,7 @@ func newLines(b, a string) []string {
 // writeSample writes a seeded sample of n valid workflows of wfs (reservoir
 // sampling, in file order) to path, or checks that path holds that sample
 // when a previous run wrote it; it returns the sample by id.
-func writeSample(wfs, path string, n, seed int) (map[string]*Workflow, error) {
+func writeSample(wfs, path string, n, seed int, lim Limits) (map[string]*Workflow, error) {
 	f, err := os.Open(wfs)
 	if err != nil {
 		return nil, fmt.Errorf("evolve: %w", err)
@@ -602,7 +604,7 @@ func writeSample(wfs, path string, n, seed int) (map[string]*Workflow, error) {
 	defer f.Close()
 	// The file is read by run's rule, so damage stops the evolution before
 	// it spends anything rather than the export after it.
-	total, err := countLines(f, wfs, 0)
+	total, err := countLines(f, wfs, 0, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,34 @@ type Settings struct {
 	// no generation settings, so generate.json leaves them out.
 	Accept AcceptSettings `yaml:"accept" json:"-"`
 	Evolve EvolveSettings `yaml:"evolve" json:"-"`
+	// Limits bound what optimize synth run and evolve read.
+	Limits `yaml:",inline" json:"-"`
+}
+
+// Limits bound a workflows file (README's Limits): beyond them run and
+// evolve refuse it (exit 2) before executing anything.
+type Limits struct {
+	// MaxPlanSteps bounds one workflow's plan.
+	MaxPlanSteps int `yaml:"max_plan_steps"`
+	// MaxWorkflows bounds the workflows of one file (run's --limit reads
+	// fewer).
+	MaxWorkflows int `yaml:"max_workflows"`
+}
+
+// Default limits of a workflows file.
+const (
+	DefaultMaxPlanSteps = 256
+	DefaultMaxWorkflows = 1_000_000
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxPlanSteps == 0 {
+		l.MaxPlanSteps = DefaultMaxPlanSteps
+	}
+	if l.MaxWorkflows == 0 {
+		l.MaxWorkflows = DefaultMaxWorkflows
+	}
+	return l
 }
 
 // Defaults of Settings.
@@ -99,6 +127,7 @@ func (s Settings) WithDefaults() Settings {
 		s.Accept.Threshold = &v
 	}
 	s.Evolve = s.Evolve.withDefaults()
+	s.Limits = s.Limits.withDefaults()
 	return s
 }
 
@@ -127,6 +156,12 @@ func (s Settings) Problems() []Problem {
 		ps = append(ps, Problem{"accept.threshold", fmt.Sprintf("%v: want a cosine similarity of at least 0 (above 1 accepts nothing)", *t)})
 	}
 	ps = append(ps, s.Evolve.problems()...)
+	if s.MaxPlanSteps < 0 {
+		ps = append(ps, Problem{"max_plan_steps", fmt.Sprintf("%d is negative; want a positive limit (0: %d)", s.MaxPlanSteps, DefaultMaxPlanSteps)})
+	}
+	if s.MaxWorkflows < 0 {
+		ps = append(ps, Problem{"max_workflows", fmt.Sprintf("%d is negative; want a positive limit (0: %d)", s.MaxWorkflows, DefaultMaxWorkflows)})
+	}
 	for i, d := range s.Domains {
 		if _, ok := domainByName(d); !ok {
 			ps = append(ps, Problem{fmt.Sprintf("domains[%d]", i), fmt.Sprintf("unknown domain %q; want one of %s", d, strings.Join(DomainNames(), ", "))})

@@ -235,7 +235,7 @@ func TestWriteSampleReadsByTheTornRule(t *testing.T) {
 				t.Fatal(err)
 			}
 			logs := logtest.Capture(t, slog.LevelInfo)
-			got, err := writeSample(wfs, filepath.Join(t.TempDir(), SampleFile), 5, 1)
+			got, err := writeSample(wfs, filepath.Join(t.TempDir(), SampleFile), 5, 1, Limits{})
 			var inv *InvalidError
 			switch {
 			case tc.wantErr != "":

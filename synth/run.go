@@ -417,6 +417,10 @@ type RunSummary struct {
 	Executed   int            `json:"executed"`
 	Accepted   int            `json:"accepted"`
 	Rejections map[string]int `json:"rejections"`
+	// Invalid and Duplicates count the lines not executed: not a valid
+	// workflow, or a valid workflow's id already read (the first is).
+	Invalid    int `json:"invalid"`
+	Duplicates int `json:"duplicates"`
 	// AcceptanceRate is Accepted / Executed.
 	AcceptanceRate float64 `json:"acceptance_rate"`
 	// MeanRatio is the mean |C̃_t|/|C_t| over every compression.
@@ -465,6 +469,13 @@ func (z *summarizer) add(ex *Execution) {
 	s.Read++
 	for _, r := range ex.Rejections {
 		s.Rejections[r.Test]++
+		switch {
+		case ex.Executed:
+		case r.Test == RejectInvalid:
+			s.Invalid++
+		case r.Test == RejectDuplicate:
+			s.Duplicates++
+		}
 	}
 	for role, u := range ex.Usage {
 		t := s.Usage[role]
@@ -513,6 +524,8 @@ type RunOptions struct {
 	Concurrency int
 	// Limit executes only the first Limit workflow lines (0: all).
 	Limit int
+	// Limits bound the file (zero fields: the defaults).
+	Limits Limits
 }
 
 // Run executes every workflow of opts.Workflows in x and writes one
@@ -532,7 +545,7 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 		return RunSummary{}, fmt.Errorf("synth run: %w", err)
 	}
 	defer f.Close()
-	total, err := countLines(f, opts.Workflows, opts.Limit)
+	total, err := countLines(f, opts.Workflows, opts.Limit, opts.Limits)
 	if err != nil {
 		return RunSummary{}, err
 	}
@@ -578,6 +591,9 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 	// stop early without reading it.
 	var firstErr, readErr error
 	var failed atomic.Bool
+	// seen is the line of each valid workflow id: a later line with the
+	// same id is not executed (the first one is), with a warning.
+	seen := map[string]int{}
 	for i := 0; i < total && ctx.Err() == nil && !failed.Load(); i++ {
 		line, err := rd.Next()
 		if err != nil {
@@ -585,14 +601,21 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 			readErr = changedWhileRead(opts.Workflows, err)
 			break
 		}
+		w, id, sum, perr := identify(line)
+		first, dup := seen[id]
+		if perr == nil && !dup {
+			seen[id] = i + 1
+		}
 		if i < resumed {
 			continue
 		}
-		w, id, sum, perr := identify(line)
 		s.Go(func() stream.Callback {
 			ex := Execution{Index: i}
 			var err error
 			switch {
+			case perr == nil && dup:
+				ex.ID, ex.Digest = id, sum
+				ex.Rejections = []Rejection{{RejectDuplicate, fmt.Sprintf("%s:%d: workflow id %q is already line %d, which is executed; this line is not", opts.Workflows, i+1, id, first)}}
 			case perr != nil:
 				var inv *InvalidError
 				if !errors.As(perr, &inv) {
@@ -621,6 +644,11 @@ func Run(ctx context.Context, x *Executor, opts RunOptions) (RunSummary, error) 
 				}
 				z.add(&ex)
 				prog.Add(1)
+				for _, r := range ex.Rejections {
+					if !ex.Executed {
+						slog.Warn("workflow not executed: "+r.Detail, "file", opts.Workflows, "line", i+1, "reason", r.Test)
+					}
+				}
 			}
 		})
 	}
@@ -749,9 +777,14 @@ func lineID(line []byte) string {
 // countLines counts the lines of f named name, up to limit (0: all), by
 // jsonl's rule: a torn last line is left out with a warning, and a line
 // that is not JSON elsewhere is damage, an error naming it, found before
-// anything is executed. It rewinds f.
-func countLines(f *os.File, name string, limit int) (int, error) {
+// anything is executed. A file over lim (more workflows, a longer plan) is
+// refused as soon as the line that passes it is read. It rewinds f.
+func countLines(f *os.File, name string, limit int, lim Limits) (int, error) {
+	lim = lim.withDefaults()
 	rd := jsonl.NewReader(f, name, jsonl.Limits{Line: maxWorkflowLine})
+	refuse := func(format string, args ...any) error {
+		return &InvalidError{What: "workflows file", Problems: []Problem{{Message: fmt.Sprintf("%s:%d: ", name, rd.Line()) + fmt.Sprintf(format, args...)}}}
+	}
 	n := 0
 	for line, err := range rd.All() {
 		if err != nil {
@@ -764,8 +797,16 @@ func countLines(f *os.File, name string, limit int) (int, error) {
 			if rd.SkipTorn(errNotJSON) {
 				break
 			}
-			return 0, &InvalidError{What: "workflows file", Problems: []Problem{{Message: fmt.Sprintf(
-				"%s:%d: %v (a damaged line: only the last line of a file can be cut short); repair or remove the line", name, rd.Line(), errNotJSON)}}}
+			return 0, refuse("%v (a damaged line: only the last line of a file can be cut short); repair or remove the line", errNotJSON)
+		}
+		if n == lim.MaxWorkflows {
+			return 0, refuse("more than %d workflows, the limit; raise synth.max_workflows in the job file, or execute the first ones with --limit", lim.MaxWorkflows)
+		}
+		var plan struct {
+			Plan []json.RawMessage `json:"plan"`
+		}
+		if json.Unmarshal(line, &plan) == nil && len(plan.Plan) > lim.MaxPlanSteps {
+			return 0, refuse("field plan: %d steps, more than the limit of %d; raise synth.max_plan_steps in the job file", len(plan.Plan), lim.MaxPlanSteps)
 		}
 		n++
 	}
@@ -786,8 +827,8 @@ func PrintRunSummary(w io.Writer, s RunSummary) {
 	if l := report.ModelsLine(s.EmbeddedModel, s.EmbeddedRoles); l != "" {
 		fmt.Fprintln(w, l)
 	}
-	fmt.Fprintf(w, "workflows: %d generated, %d read, %d executed, %d accepted (%.1f%%), %d training pairs\n",
-		s.Generated, s.Read, s.Executed, s.Accepted, 100*s.AcceptanceRate, s.TrainingPairs)
+	fmt.Fprintf(w, "workflows: %d generated, %d read (%d invalid, %d duplicate ids: not executed), %d executed, %d accepted (%.1f%%), %d training pairs\n",
+		s.Generated, s.Read, s.Invalid, s.Duplicates, s.Executed, s.Accepted, 100*s.AcceptanceRate, s.TrainingPairs)
 	fmt.Fprintf(w, "rejections by test: %s\n", countsLine(s.Rejections))
 	fmt.Fprintf(w, "success: full memory %d, compressed %d; mean similarity %.3f; mean compression ratio %.3f over %d compressions\n",
 		s.FullSuccess, s.CompressedSucc, s.MeanSimilarity, s.MeanRatio, s.Compressions)

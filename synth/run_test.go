@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/logtest"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/sim"
 	"github.com/ctxopt/ctxopt/templates"
@@ -246,18 +248,25 @@ func TestRunRejectsBadWorkflows(t *testing.T) {
 	for _, b := range bad {
 		in = append(in, b.line)
 	}
-	in = append(in, lines[1])
+	in = append(in, lines[1], lines[0])
 	wfs := filepath.Join(t.TempDir(), WorkflowsFile)
 	if err := os.WriteFile(wfs, []byte(strings.Join(in, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	logs := logtest.Capture(t, slog.LevelWarn)
 	sum, err := Run(t.Context(), e.executor(t, planAware(t), compress.DefaultPlanK), RunOptions{Workflows: wfs, Dir: dir, Concurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Read != 5 || sum.Executed != 2 || sum.Rejections[RejectInvalid] != 3 {
+	if sum.Read != 6 || sum.Executed != 2 || sum.Rejections[RejectInvalid] != 3 || sum.Invalid != 3 || sum.Duplicates != 1 {
 		t.Fatalf("summary %+v", sum)
+	}
+	// Each line not executed is on the terminal with its file and line.
+	for _, w := range []string{wfs + ":2: invalid workflow", wfs + ":4: invalid workflow", fmt.Sprintf(`%s:6: workflow id \"%s\" is already line 1`, wfs, exsID(t, lines[0]))} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("logs lack %q:\n%s", w, logs)
+		}
 	}
 	exs := readLines[Execution](t, filepath.Join(dir, ExecutionsFile))
 	for i, b := range bad {
@@ -266,8 +275,55 @@ func TestRunRejectsBadWorkflows(t *testing.T) {
 			t.Errorf("line %d: %+v, want %q", i+2, ex, b.want)
 		}
 	}
+	if exs[5].Executed || exs[5].Rejections[0].Test != RejectDuplicate {
+		t.Errorf("a duplicate id was executed: %+v", exs[5])
+	}
 	if !exs[0].Executed || !exs[4].Executed {
 		t.Fatalf("the good workflows around the bad lines were not executed: %+v %+v", exs[0], exs[4])
+	}
+}
+
+func exsID(t *testing.T, line string) string {
+	w, err := Parse([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.ID
+}
+
+// TestRunLimits: a file over a limit is refused before anything runs,
+// naming the line, the limit and the setting that raises it.
+func TestRunLimits(t *testing.T) {
+	steps := make([]string, 300)
+	instr := make([]string, 300)
+	for i := range steps {
+		steps[i] = fmt.Sprintf(`"s%d"`, i)
+		instr[i] = fmt.Sprintf(`{"step":"s%d","text":"x"}`, i)
+	}
+	long := `{"id":"w","domain":"office","input":"x","plan":[` + strings.Join(steps, ",") + `],"instructions":[` + strings.Join(instr, ",") + `],"output":{"spec":"x"},"checker":{"expected":"x"}}`
+	for _, tc := range []struct {
+		name, in string
+		lim      Limits
+		want     string
+	}{
+		{"plan steps", "{}\n" + long + "\n", Limits{}, ":2: field plan: 300 steps, more than the limit of 256; raise synth.max_plan_steps in the job file"},
+		{"workflows", "{}\n{}\n{}\n", Limits{MaxWorkflows: 2}, ":3: more than 2 workflows, the limit; raise synth.max_workflows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wfs := filepath.Join(t.TempDir(), WorkflowsFile)
+			if err := os.WriteFile(wfs, []byte(tc.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "out")
+			_, err := Run(t.Context(), &Executor{}, RunOptions{Workflows: wfs, Dir: dir, Limits: tc.lim})
+			var inv *InvalidError
+			if !errors.As(err, &inv) || !strings.Contains(err.Error(), wfs+tc.want) {
+				t.Fatalf("err %v, want %s", err, tc.want)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s was created", dir)
+			}
+		})
 	}
 }
 

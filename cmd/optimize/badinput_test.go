@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -168,6 +169,33 @@ func rolloutArgs(extra ...string) []string {
 	return append([]string{"rollout", "--config", "{job}", "--out", "{out}", "--limit", "2"}, extra...)
 }
 
+// chatLine is one OpenAI chat log line of session with the user's content.
+func chatLine(session, content string) string {
+	return `{"session_id":"` + session + `","messages":[{"role":"user","content":"` + content + `"}],"choices":[{"message":{"role":"assistant","content":"ok"}}]}` + "\n"
+}
+
+func importArgs(extra ...string) []string {
+	return append([]string{"import", "--in", "{dir}/log.jsonl", "--out", "{out}"}, extra...)
+}
+
+func synthRunArgs() []string {
+	return []string{"synth", "run", "--config", "{job}", "--workflows", "{dir}/w.jsonl", "--out", "{out}"}
+}
+
+// longPlan is a workflows line whose plan has n steps.
+func longPlan(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"id":"w","domain":"office","input":"x","plan":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"s%d"`, i)
+	}
+	b.WriteString(`],"instructions":[{"step":"s0","text":"x"}],"output":{"spec":"x"},"checker":{"expected":"x"}}` + "\n")
+	return b.String()
+}
+
 func badCases() []badCase {
 	remoteAgent := replace("  agent:\n    base_url: embedded", "  agent:\n    base_url: http://127.0.0.1:9/v1")
 	return []badCase{
@@ -287,6 +315,43 @@ func badCases() []badCase {
 			args: []string{"serve", "--config", "{dir}/s.yaml", "--listen", "127.0.0.1:0"}, want: []string{`line 6: field compression\.threshold: must be a positive`}},
 		{name: "serve key variable unset", files: map[string]string{"s.yaml": "upstream:\n  openai:\n    base_url: http://127.0.0.1:9/v1\n    key_env: CTXOPT_TEST_UNSET_KEY\ncompression:\n  registry: {dir}\nauth:\n  anonymous: true\n"},
 			args: []string{"serve", "--config", "{dir}/s.yaml", "--listen", "127.0.0.1:0"}, want: []string{`line 4: field upstream\.openai\.key_env: variable CTXOPT_TEST_UNSET_KEY is not set`}},
+
+		// Sizes and text (issue 28): every input dimension bounded, invalid
+		// text refused with its line and byte offset.
+		{name: "job invalid UTF-8", job: replace("name: demo\n", "name: demo\xff\n"), want: []string{`job\.yaml:5: invalid UTF-8 .*at byte offset 10 of the line`}},
+		{name: "max_tokens 1e15", job: replace("    max_tokens: 1024", "    max_tokens: 1e15"), want: []string{`line \d+: field roles\.agent\.max_tokens: 1000000000000000 is out of range; want 0 .* to 2097152`}},
+		{name: "max_tokens over the context", job: replace("rollout:\n  concurrency: 8", "rollout:\n  concurrency: 8\n  context_window: 1000"),
+			want: []string{`field roles\.agent\.max_tokens: 1024 is not below rollout\.context_window \(1000\).*raise rollout\.context_window`}},
+		{name: "dataset invalid UTF-8", dataset: editFile("train.jsonl", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"questions"`), []byte("\"q\xff\xfeuestions\""), 1)
+		}), args: rolloutArgs(), want: []string{`train\.jsonl:1: invalid UTF-8 .*at byte offset \d+ of the line \(\d+ of the file\)`}},
+		{name: "distill invalid UTF-8", files: map[string]string{"t.jsonl": "{\"task_id\": \"a\xff\", \"turns\": []}\n"}, args: []string{"distill", "--trajectories", "{dir}/t.jsonl", "--out", "{out}"},
+			want: []string{`t\.jsonl:1: invalid UTF-8 .*at byte offset 14 of the line`}},
+		{name: "distill content not a string", files: map[string]string{"t.jsonl": `{"task_id":"a","success":true,"events":[{"kind":"history","input":[{"role":"user","content":{"a":1}}],"output":"x"}]}` + "\n"},
+			args: []string{"distill", "--trajectories", "{dir}/t.jsonl", "--out", "{out}"}, want: []string{`t\.jsonl:1:`, `content`}},
+		{name: "distill run is a file", files: map[string]string{"t.jsonl": "{}\n"}, args: []string{"distill", "--run", "{dir}/t.jsonl", "--out", "{out}"},
+			want: []string{`--run .*t\.jsonl is a file, not a run directory; .*--trajectories`}},
+		{name: "import invalid UTF-8", files: map[string]string{"log.jsonl": chatLine("s", "hi\xff")}, args: importArgs(),
+			want: []string{`log\.jsonl:1: invalid UTF-8 .*at byte offset 58 of the line`, `--lossy-utf8`}},
+		{name: "import content an object", files: map[string]string{"log.jsonl": strings.Replace(chatLine("s", "x"), `"content":"x"`, `"content":{"text":"x"}`, 1)}, args: importArgs(),
+			want: []string{`log\.jsonl:1: message 0: content is an object; want a string or a list of content parts`}},
+		{name: "import content nested 100000 deep", files: map[string]string{"log.jsonl": strings.Replace(chatLine("s", "x"), `"content":"x"`, `"content":`+strings.Repeat(`{"a":`, 100000)+"1"+strings.Repeat("}", 100000), 1)},
+			args: importArgs(), want: []string{`log\.jsonl:1: nested deeper than the limit of 64 levels \(raise --max-depth`}},
+		{name: "import messages over the limit", files: map[string]string{"log.jsonl": strings.Replace(chatLine("s", "x"), `"messages":[`, `"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},`, 1)},
+			args: importArgs("--max-messages", "2"), want: []string{`log\.jsonl:1: more than 2 messages .*raise --max-messages`}},
+		{name: "import session over the limit", files: map[string]string{"log.jsonl": chatLine("s", "a") + chatLine("s", "b") + chatLine("s", "c")},
+			args: importArgs("--max-session-calls", "2"), want: []string{`log\.jsonl:3: the session that begins at line 1 has more than 2 calls.*raise --max-session-calls.*refused, not split`}},
+		{name: "import limit negative", files: map[string]string{"log.jsonl": chatLine("s", "a")}, args: importArgs("--max-depth", "-1"), want: []string{`--max-depth: want a positive limit`}},
+		{name: "synth plan over the limit", files: map[string]string{"w.jsonl": longPlan(100000)}, args: synthRunArgs(),
+			want: []string{`w\.jsonl:1: field plan: 100000 steps, more than the limit of 256; raise synth\.max_plan_steps in the job file`}},
+		{name: "synth workflows over the limit", files: map[string]string{"w.jsonl": "{}\n{}\n{}\n"}, job: replace("  max_workflows: 1000000 ", "  max_workflows: 2 "), args: synthRunArgs(),
+			want: []string{`w\.jsonl:3: more than 2 workflows, the limit; raise synth\.max_workflows in the job file`}},
+		{name: "synth workflows invalid UTF-8", files: map[string]string{"w.jsonl": "{\"id\": \"w\xff\"}\n"}, args: synthRunArgs(), want: []string{`w\.jsonl:1: invalid UTF-8 .*at byte offset 9 of the line`}},
+		{name: "synth limit negative", job: replace("  max_plan_steps: 256 ", "  max_plan_steps: -1 "), want: []string{`line \d+: field synth\.max_plan_steps: -1 is negative`}},
+		{name: "serve config invalid UTF-8", files: map[string]string{"s.yaml": "upstream:\n  openai:\n    base_url: http://127.0.0.1:9/v1\xff\n"},
+			args: []string{"serve", "--config", "{dir}/s.yaml", "--listen", "127.0.0.1:0"}, want: []string{`s\.yaml:3: invalid UTF-8 .*byte offset 35 of the line`}},
+		{name: "serve metrics auth unknown", files: map[string]string{"s.yaml": "upstream:\n  openai:\n    base_url: http://127.0.0.1:9/v1\ncompression:\n  registry: {dir}\nauth:\n  anonymous: true\nmetrics:\n  auth: open\n"},
+			args: []string{"serve", "--config", "{dir}/s.yaml", "--listen", "127.0.0.1:0"}, want: []string{`line 9: field metrics\.auth: "open" is unknown; want none .* or key`}},
 
 		// CLI misuse.
 		{name: "unknown command", args: []string{"optimise"}, want: []string{`optimise`}},

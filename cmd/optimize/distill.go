@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -58,6 +59,9 @@ func distillBuild(c *cli.Context) error {
 	if err := checkOutDir("out", out); err != nil {
 		return err
 	}
+	if fi, err := os.Stat(run); run != "" && err == nil && !fi.IsDir() {
+		return badInput(fmt.Errorf("--run %s is a file, not a run directory; give the directory, or the file with --trajectories", run))
+	}
 	fraction := c.Float64("validation-fraction")
 	if err := distill.CheckValidationFraction(fraction); err != nil {
 		return badInput(fmt.Errorf("--validation-fraction %w", err))
@@ -79,7 +83,8 @@ func distillBuild(c *cli.Context) error {
 	})
 	var lineErr *distill.LineError
 	var limitErr *jsonl.LimitError
-	if errors.Is(err, distill.ErrNoData) || errors.As(err, &lineErr) || errors.As(err, &limitErr) || errors.Is(err, fs.ErrNotExist) {
+	var textErr *jsonl.TextError
+	if errors.Is(err, distill.ErrNoData) || errors.As(err, &lineErr) || errors.As(err, &limitErr) || errors.As(err, &textErr) || errors.Is(err, fs.ErrNotExist) {
 		return badInput(err)
 	}
 	if err != nil {

@@ -49,7 +49,8 @@ func errorsIsBudget(err error) bool { return errors.Is(err, pipeline.ErrBudget) 
 func inputOr(err error) error {
 	var damaged *rollout.DamagedError
 	var limit *jsonl.LimitError
-	if errors.Is(err, pipeline.ErrInvalidInput) || errors.Is(err, rollout.ErrOtherRollout) || errors.As(err, &damaged) || errors.As(err, &limit) {
+	var text *jsonl.TextError
+	if errors.Is(err, pipeline.ErrInvalidInput) || errors.Is(err, rollout.ErrOtherRollout) || errors.As(err, &damaged) || errors.As(err, &limit) || errors.As(err, &text) {
 		return badInput(err)
 	}
 	return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/pipeline"
 	"github.com/ctxopt/ctxopt/report"
@@ -39,7 +40,11 @@ func synthCommand() *cli.Command {
 			Description: "Writes executions.jsonl (both final outputs, every compression event, the filter's decision and\n" +
 				"the failed tests), run.json and run-summary.json into --out. The teacher compresses the history at\n" +
 				"every step, conditioned on the next compression.plan_aware.k plan steps. Running the same command\n" +
-				"again continues where a previous run stopped and reuses the workflows it finished.",
+				"again continues where a previous run stopped and reuses the workflows it finished. A workflows file\n" +
+				"with a plan longer than synth.max_plan_steps (default 256) or more workflows than synth.max_workflows\n" +
+				"(default 1,000,000) is refused (exit 2) before anything runs. A line that is not a valid workflow, or\n" +
+				"repeats the id of an earlier one (the first is executed), is not executed: each is a warning naming its\n" +
+				"file and line, and the summary counts them.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Required: true, Usage: "job file (YAML)"},
 				&cli.StringFlag{Name: "workflows", Required: true, Usage: "optimize synth generate's output directory, or a workflows.jsonl"},
@@ -89,6 +94,7 @@ func synthEvolve(c *cli.Context) error {
 		Settings: job.Synth.Evolve, Seed: job.Seed, Registry: reg, Concurrency: job.Rollout.Concurrency,
 		Optimizer: meter.Wrap(rt.Optimizer), OptimizerModels: rt.Models(llm.RoleOptimizer), Embedded: rt.SynthEmbedded(),
 		Executor: func(p *compress.Prompt) (*synth.Executor, error) { return rt.SynthExecutor(p, meter) },
+		Limits:   job.Synth.Limits,
 	}
 	sum, err := ev.Evolve(c.Context, src, origin, wfs, out)
 	if err != nil {
@@ -103,7 +109,7 @@ func synthEvolve(c *cli.Context) error {
 	if err != nil {
 		return inputOr(err)
 	}
-	rs, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: filepath.Join(out, "run"), Concurrency: job.Rollout.Concurrency})
+	rs, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: filepath.Join(out, "run"), Concurrency: job.Rollout.Concurrency, Limits: job.Synth.Limits})
 	if err != nil {
 		return synthError(err, out)
 	}
@@ -116,8 +122,10 @@ func synthEvolve(c *cli.Context) error {
 // synthError maps run and evolve errors to exit codes.
 func synthError(err error, out string) error {
 	var inv *synth.InvalidError
+	var limit *jsonl.LimitError
+	var text *jsonl.TextError
 	switch {
-	case errors.As(err, &inv) || errors.Is(err, synth.ErrForeignDir) || errors.Is(err, synth.ErrInvalidTeacher):
+	case errors.As(err, &inv) || errors.Is(err, synth.ErrForeignDir) || errors.Is(err, synth.ErrInvalidTeacher) || errors.As(err, &limit) || errors.As(err, &text):
 		return badInput(err)
 	case errors.Is(err, pipeline.ErrBudget):
 		return fmt.Errorf("%w; the work so far is kept in %s: raise the budget and run the same command again to resume", err, out)
@@ -143,7 +151,7 @@ func synthRun(c *cli.Context) error {
 	if err != nil {
 		return inputOr(err)
 	}
-	sum, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: c.String("out"), Concurrency: job.Rollout.Concurrency, Limit: c.Int("limit")})
+	sum, err := synth.Run(c.Context, x, synth.RunOptions{Workflows: wfs, Dir: c.String("out"), Concurrency: job.Rollout.Concurrency, Limit: c.Int("limit"), Limits: job.Synth.Limits})
 	if err != nil {
 		return synthError(err, c.String("out"))
 	}

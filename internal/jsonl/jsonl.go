@@ -24,15 +24,23 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"unicode/utf8"
 )
 
 // Limits bound what a Reader accepts; a zero field is unlimited.
 type Limits struct {
 	Line int64 // bytes in one line, without its newline
 	File int64 // bytes in the whole file
-	// LineSetting and FileSetting name where a user raises each limit (a
-	// job field or a flag), for the error message.
-	LineSetting, FileSetting string
+	// Depth bounds the nesting of arrays and objects in one line: decoders
+	// recurse, and no record of ours nests deeper than a dozen levels.
+	Depth int
+	// LineSetting, FileSetting and DepthSetting name where a user raises
+	// each limit (a job field or a flag), for the error message.
+	LineSetting, FileSetting, DepthSetting string
+	// LossyUTF8 replaces each invalid UTF-8 sequence with U+FFFD (counted,
+	// Reader.Replaced) instead of failing: text is never rewritten
+	// silently.
+	LossyUTF8 bool
 }
 
 // LimitError reports a line or a file over its limit.
@@ -64,6 +72,90 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// TextError is a line that is not text a reader accepts: invalid UTF-8, or
+// nested deeper than the limit.
+type TextError struct {
+	File string
+	Line int
+	// Offset is the byte offset in the line (0-based), FileOffset in the file.
+	Offset, FileOffset int64
+	Msg                string
+}
+
+func (e *TextError) Error() string {
+	return fmt.Sprintf("%s:%d: %s at byte offset %d of the line (%d of the file)", e.File, e.Line, e.Msg, e.Offset, e.FileOffset)
+}
+
+// InvalidUTF8 returns the offset of the first byte of b that is not valid
+// UTF-8, or -1 when b is valid.
+func InvalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// CheckText reports the first invalid UTF-8 byte of data, a whole file named
+// name, as a *TextError with its line; nil when data is valid.
+func CheckText(name string, data []byte) error {
+	off := InvalidUTF8(data)
+	if off < 0 {
+		return nil
+	}
+	start := bytes.LastIndexByte(data[:off], '\n') + 1
+	return &TextError{File: name, Line: bytes.Count(data[:off], []byte{'\n'}) + 1, Offset: int64(off - start), FileOffset: int64(off),
+		Msg: "invalid UTF-8 (the file must be UTF-8 text)"}
+}
+
+// Lossy replaces each invalid UTF-8 byte of b with U+FFFD and returns how
+// many it replaced (Limits.LossyUTF8).
+func Lossy(b []byte) ([]byte, int) {
+	var out []byte
+	n := 0
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = append(out, "\uFFFD"...)
+			n++
+		} else {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	return out, n
+}
+
+// depthAt returns the offset where b, JSON text, opens its (limit+1)th
+// level of nested arrays or objects, or -1.
+func depthAt(b []byte, limit int) int {
+	depth, inString, escaped := 0, false, false
+	for i, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > limit {
+				return i
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return -1
+}
+
 // Reader yields the lines of a file one at a time.
 type Reader struct {
 	rd    *bufio.Reader
@@ -73,6 +165,8 @@ type Reader struct {
 	read  int64
 	buf   []byte
 	fatal error
+	// replaced counts the invalid UTF-8 bytes LossyUTF8 replaced.
+	replaced int
 	// unterminated: the line Next returned last ended the file without
 	// its newline.
 	unterminated bool
@@ -85,6 +179,44 @@ func NewReader(r io.Reader, name string, lim Limits) *Reader {
 
 // Line is the 1-based number of the line Next returned last.
 func (r *Reader) Line() int { return r.line }
+
+// Offset is the number of bytes of the file read through the line Next
+// returned last, its newline included: where the next line begins, whatever
+// LossyUTF8 replaced in the lines returned.
+func (r *Reader) Offset() int64 { return r.read }
+
+// Replaced is the number of invalid UTF-8 bytes replaced so far
+// (Limits.LossyUTF8).
+func (r *Reader) Replaced() int { return r.replaced }
+
+// check applies the text rules to line, which ends at file offset end
+// (its newline excluded), and returns it, repaired under LossyUTF8. A torn
+// last line is left to Torn: a cut may split a character.
+func (r *Reader) check(line []byte, end int64) ([]byte, error) {
+	if r.unterminated && Torn(line) {
+		return line, nil
+	}
+	start := end - int64(len(line))
+	if off := InvalidUTF8(line); off >= 0 {
+		if !r.lim.LossyUTF8 {
+			return nil, r.fail(&TextError{File: r.name, Line: r.line, Offset: int64(off), FileOffset: start + int64(off),
+				Msg: "invalid UTF-8 (text must be UTF-8; optimize import --lossy-utf8 replaces it, counted)"})
+		}
+		var n int
+		line, n = Lossy(line)
+		r.replaced += n
+	}
+	if r.lim.Depth > 0 {
+		if off := depthAt(line, r.lim.Depth); off >= 0 {
+			msg := fmt.Sprintf("nested deeper than the limit of %d levels", r.lim.Depth)
+			if r.lim.DepthSetting != "" {
+				msg += " (raise " + r.lim.DepthSetting + " if the input is meant to be this deep)"
+			}
+			return nil, r.fail(&TextError{File: r.name, Line: r.line, Offset: int64(off), FileOffset: start + int64(off), Msg: msg})
+		}
+	}
+	return line, nil
+}
 
 // Next returns the next line without its newline (valid until the next
 // call), or io.EOF after the last one. Errors other than io.EOF are final.
@@ -110,12 +242,12 @@ func (r *Reader) Next() ([]byte, error) {
 		r.buf = append(r.buf, chunk...)
 		switch {
 		case err == nil:
-			return r.buf[:len(r.buf)-1], nil
+			return r.check(r.buf[:len(r.buf)-1], r.read-1)
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF) && len(r.buf) > 0:
 			r.unterminated = true
-			return r.buf, nil
+			return r.check(r.buf, r.read)
 		case errors.Is(err, io.EOF):
 			r.line--
 			return nil, r.fail(io.EOF)

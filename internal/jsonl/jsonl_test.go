@@ -194,3 +194,52 @@ func TestMend(t *testing.T) {
 		})
 	}
 }
+
+// TestText: invalid UTF-8 and deep nesting are errors naming the line and
+// the byte offsets, or, under LossyUTF8, replaced and counted; a torn last
+// line cut inside a character is still left to Torn.
+func TestText(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		lim      Limits
+		want     string // error; "" for none
+		lines    []string
+		replaced int
+	}{
+		{name: "valid", in: "{\"a\":\"é\"}\n", lines: []string{`{"a":"é"}`}},
+		{name: "invalid", in: "{}\n{\"a\":\"x\xff\xfe\"}\n", want: "f:2: invalid UTF-8 (text must be UTF-8; optimize import --lossy-utf8 replaces it, counted) at byte offset 7 of the line (10 of the file)"},
+		{name: "lossy", in: "{\"a\":\"x\xff\xfe\"}\n", lim: Limits{LossyUTF8: true}, lines: []string{"{\"a\":\"x\uFFFD\uFFFD\"}"}, replaced: 2},
+		{name: "torn inside a character", in: "{}\n{\"a\":\"\xc3", lines: []string{"{}", "{\"a\":\"\xc3"}},
+		{name: "deep", in: "[[[1]]]\n" + `{"a":"[[[[","b":{"c":[1]}}` + "\n[[[[1]]]]\n", lim: Limits{Depth: 3, DepthSetting: "--max-depth"},
+			want: "f:3: nested deeper than the limit of 3 levels (raise --max-depth if the input is meant to be this deep) at byte offset 3 of the line (38 of the file)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := NewReader(strings.NewReader(tc.in), "f", tc.lim)
+			var got []string
+			var err error
+			for line, e := range rd.All() {
+				if e != nil {
+					err = e
+					break
+				}
+				got = append(got, string(line))
+			}
+			if tc.want != "" {
+				var te *TextError
+				if !errors.As(err, &te) || err.Error() != tc.want {
+					t.Fatalf("err %v, want %s", err, tc.want)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, "\n") != strings.Join(tc.lines, "\n") || rd.Replaced() != tc.replaced {
+				t.Fatalf("lines %q, replaced %d, err %v; want %q, %d", got, rd.Replaced(), err, tc.lines, tc.replaced)
+			}
+		})
+	}
+	if err := CheckText("j.yaml", []byte("a: 1\nb: x\xffy\n")); err == nil || err.Error() != "j.yaml:2: invalid UTF-8 (the file must be UTF-8 text) at byte offset 4 of the line (9 of the file)" {
+		t.Errorf("CheckText: %v", err)
+	}
+	if err := CheckText("j.yaml", []byte("a: é\n")); err != nil {
+		t.Errorf("CheckText of valid text: %v", err)
+	}
+}

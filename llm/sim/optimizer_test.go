@@ -235,3 +235,38 @@ func TestOptimizeFromDiagnosis(t *testing.T) {
 		})
 	}
 }
+
+// TestOptimizeShuffledFeedback pins what feedback whose words are shuffled
+// does, as docs/embedded-model.md states it: it is not ignored. A shuffled
+// rule keeps the words the compressor reads on their own, so "pending"
+// still turns PENDING on; a shuffled diagnosis line that still reads as "the R
+// of E is A" is read as a lost fact of a kind no question asks (here
+// "founding"), which the optimizer's fact rule names; a line whose order
+// forms neither (reversed words) changes nothing.
+func TestOptimizeShuffledFeedback(t *testing.T) {
+	base := readDirectives(vagueGuideline)
+	if base.Pending || base.Strict {
+		t.Fatalf("fixture: the parent already has %+v", base)
+	}
+	for _, tc := range []struct {
+		name     string
+		feedback []string
+		pending  bool
+		rels     []string
+	}{
+		{"shuffled rule", []string{"Recommended changes:", "- RULE: questions pending the List."}, true, nil},
+		{"shuffled fact", []string{"Facts or state the compressed context lost:", "- The founding of Ostrel is year 1742."}, false, []string{"founding"}},
+		{"reversed fact", []string{"Facts or state the compressed context lost:", "- 1742. is Ostrel of year founding The"}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := optimize(updatePrompt(vagueGuideline, append([]string{"===== SAMPLE 0: task a ====="}, tc.feedback...)...), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := readDirectives(out)
+			if d.Pending != tc.pending || !slices.Equal(d.StrictRels, tc.rels) || d.Strict != (tc.rels != nil) {
+				t.Errorf("directives %+v, want pending %v and kinds %q:\n%s", d, tc.pending, tc.rels, out)
+			}
+		})
+	}
+}
