@@ -1,0 +1,566 @@
+// Package redact replaces secrets in text: API keys, tokens, passwords,
+// private keys, credentials in URLs and, optionally, e-mail addresses. It is
+// the one redaction of the project, used by the dataset export (distill),
+// log imports (ingest), serve's session logs and the messages commands
+// print.
+package redact
+
+import (
+	"cmp"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Redaction kinds, as counted in manifest.json and written into the text as
+// [REDACTED:<kind>].
+const (
+	PrivateKey       = "private_key"
+	ConnectionString = "connection_string"
+	JWT              = "jwt"
+	AnthropicKey     = "anthropic_key"
+	OpenAIKey        = "openai_key"
+	AWSAccessKeyID   = "aws_access_key_id"
+	AWSSecretKey     = "aws_secret_key"
+	GitHubToken      = "github_token"
+	SlackToken       = "slack_token"
+	GoogleAPIKey     = "google_api_key"
+	BearerToken      = "bearer_token"
+	Password         = "password"
+	Email            = "email"
+)
+
+// Kinds lists every kind a Redactor may report, in the order of the rules.
+// Where two rules find the same secret the earlier one names it, so a JWT
+// sent as a bearer token is counted once, as a JWT, and the generic
+// key=value rule never re-counts a value a specific rule found.
+func Kinds() []string {
+	kinds := make([]string, 0, len(secretRules)+1)
+	for _, r := range secretRules {
+		if len(kinds) == 0 || kinds[len(kinds)-1] != r.kind {
+			kinds = append(kinds, r.kind)
+		}
+	}
+	return append(kinds, Email)
+}
+
+type rule struct {
+	kind string
+	re   *regexp.Regexp
+	// hints are substrings one of which every match contains; a text with
+	// none of them skips the regexp, which keeps redaction cheap on the
+	// common, secret-free text (Go's regexp scans it at a few MB/s). They
+	// are lower-case and compared ignoring case when fold is set.
+	hints []string
+	fold  bool
+	// token is set when a match holds no white space (\s) and contains a
+	// hint: the regexp runs only on the words that hold one. Otherwise a
+	// match starts with a hint, and the regexp runs from the first.
+	token bool
+	// may, when set instead of hints, returns where in a text the matches
+	// may start (-1 for nowhere).
+	may func(s string) int
+	// group, when > 0, is the submatch that holds the secret; the rest of
+	// the match (a key name, a scheme) is kept so the text stays readable.
+	group int
+	// keep reports whether a matched secret should be left alone (a value
+	// already replaced, an empty placeholder).
+	keep func(secret string) bool
+}
+
+// credentialKeys end the key names whose values the password rule
+// replaces.
+const credentialKeys = `password|passwd|passphrase|pwd|secret|secret[_\-]?(?:access[_\-]?)?key|private[_\-]?key|api[_\-]?key|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token`
+
+// The JSON-string alternatives in the key=value rules also accept the escaped
+// form (\"...\") that appears when a tool output embeds JSON inside a string.
+const quotedValue = `\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'`
+
+// awsKeyPrefixes start AWS access key ids (and the other unique ids IAM
+// gives out with the same shape).
+var awsKeyPrefixes = []string{"AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"}
+
+var secretRules = []rule{
+	{
+		// A whole PEM block; a block cut off before its END line still loses
+		// its base64 body.
+		kind:  PrivateKey,
+		re:    regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:(?:\\[nr]|\s)+[A-Za-z0-9+/=]{16,})*)`),
+		hints: []string{"-----BEGIN"},
+	},
+	{
+		// scheme://user:password@host: the whole user-info goes, up to the
+		// last @ of the authority (a password may hold a decoded %40).
+		kind:  ConnectionString,
+		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]*://([^\s:/?#@"'<>\[\]]+:[^\s/"'<>]+)@`),
+		hints: []string{"://"},
+		token: true,
+		group: 1,
+	},
+	{
+		// scheme://token@host: a bare token as the user-info (git over
+		// HTTPS with a personal token), percent-encoded or not. Short user
+		// names (git@) stay.
+		kind:  ConnectionString,
+		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]*://([A-Za-z0-9_\-.~+/=%]{16,})@`),
+		hints: []string{"://"},
+		token: true,
+		group: 1,
+	},
+	{
+		kind: JWT,
+		// The header is JSON ("eyJ" in base64url); the payload may be
+		// anything (an encrypted or non-JSON payload does not start eyJ).
+		re:    regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{10,}`),
+		hints: []string{"eyJ"},
+		token: true,
+	},
+	{
+		kind:  AnthropicKey,
+		re:    regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_\-]{20,}`),
+		hints: []string{"sk-ant-"},
+		token: true,
+	},
+	{
+		kind:  OpenAIKey,
+		re:    regexp.MustCompile(`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}`),
+		hints: []string{"sk-"},
+		token: true,
+	},
+	{
+		kind:  AWSAccessKeyID,
+		re:    regexp.MustCompile(`\b(?:` + strings.Join(awsKeyPrefixes, "|") + `)[A-Z0-9]{16}\b`),
+		hints: awsKeyPrefixes,
+		token: true,
+	},
+	{
+		kind:  AWSSecretKey,
+		re:    regexp.MustCompile(`(?i)aws_?secret_?(?:access_?)?key(?:_id)?\\?["']?\s*[:=]\s*\\?["']?([A-Za-z0-9/+=]{40})`),
+		hints: []string{"aws"},
+		fold:  true,
+		group: 1,
+	},
+	{
+		kind:  GitHubToken,
+		re:    regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})`),
+		hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"},
+		token: true,
+	},
+	{
+		kind:  SlackToken,
+		re:    regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`),
+		hints: []string{"xox", "hooks.slack.com"},
+		token: true,
+	},
+	{
+		kind:  GoogleAPIKey,
+		re:    regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`),
+		hints: []string{"AIza"},
+		token: true,
+	},
+	{
+		kind:  BearerToken,
+		re:    regexp.MustCompile(`(?i)(?:\bbearer|authorization\\?["']?\s*[:=]\s*\\?["']?(?:basic|token))\s+([A-Za-z0-9\-._~+/]{16,}=*)`),
+		hints: []string{"bearer", "authorization"},
+		fold:  true,
+		group: 1,
+	},
+	{
+		// key=value and "key": "value" pairs whose key names a credential.
+		kind: Password,
+		re: regexp.MustCompile(`(?i)\b[a-z0-9_.\-]*(?:` + credentialKeys + `)\\?["']?\s*[:=]\s*(` +
+			quotedValue + `|[^\s,;&"'<>{}()\[\]\\]+)`),
+		may:   credentialAssignment,
+		group: 1,
+		keep: func(v string) bool {
+			v = strings.Trim(v, `\"'`)
+			return v == "" || v == "null" || strings.HasPrefix(v, "[REDACTED:")
+		},
+	},
+}
+
+var emailRule = rule{
+	kind:  Email,
+	re:    regexp.MustCompile(`\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b`),
+	hints: []string{"@"},
+	token: true,
+}
+
+// Redactor replaces secrets in text with [REDACTED:<kind>]. It is safe for
+// concurrent use.
+type Redactor struct {
+	rules []rule
+	// byFirst lists the hints by their first byte (both cases for the
+	// hints of folding rules), so one pass over a text finds the rules
+	// that may match it; pairs has a bit set for each pair of bytes a hint
+	// starts with, which passes over most bytes of a text at once.
+	byFirst [256][]hintRef
+	pairs   [1 << 16 / 64]uint64
+}
+
+// allBytes are the second bytes a one-byte hint may be followed by.
+var allBytes = func() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}()
+
+type hintRef struct {
+	hint string
+	fold bool
+	rule int
+}
+
+// New returns a Redactor for every secret kind, and for e-mail addresses
+// when emails is set.
+func New(emails bool) *Redactor {
+	rules := secretRules
+	if emails {
+		rules = append(rules[:len(rules):len(rules)], emailRule)
+	}
+	r := &Redactor{rules: rules}
+	for i, rule := range rules {
+		for _, h := range rule.hints {
+			ref := hintRef{h, rule.fold, i}
+			firsts, seconds := []byte{h[0]}, allBytes
+			if len(h) > 1 {
+				seconds = []byte{h[1]}
+			}
+			if rule.fold {
+				firsts, seconds = append(firsts, upper(h[0])), append(seconds, upper(h[1]))
+			}
+			for _, a := range slices.Compact(firsts) {
+				r.byFirst[a] = append(r.byFirst[a], ref)
+				for _, b := range seconds {
+					p := uint16(a)<<8 | uint16(b)
+					r.pairs[p/64] |= 1 << (p % 64)
+				}
+			}
+		}
+	}
+	return r
+}
+
+// scrubber is the Redactor of Scrub: every kind, e-mail addresses too.
+var scrubber = New(true)
+
+// Scrub returns msg with every secret replaced. It is the one filter of the
+// errors and log lines commands print, which quote flags, URLs (with their
+// credentials), file contents and servers' replies.
+func Scrub(msg string) string {
+	out, _ := scrubber.Redact(msg)
+	return out
+}
+
+// Redact returns s with every secret replaced, and how many it replaced per
+// kind (nil when none). Redacting a redacted text changes nothing.
+//
+// Secrets are looked for in the text as it is and in decoded views of it:
+// URL-decoded (a password percent-encoded in a URL's user-info or a query
+// value), JSON-unescaped (once and twice, for JSON inside JSON), with line
+// breaks removed (a secret split across lines), and in the base64 tokens of
+// the text. A secret found in a view is replaced in the text where its
+// encoded form stands; the parts of one secret found in several views
+// (half a split key in the text, all of it in the joined view) are replaced
+// as one.
+func (r *Redactor) Redact(s string) (string, map[string]int) {
+	var hits []hit
+	var searched []string
+	for _, chain := range viewChains {
+		v := view{text: s}
+		for _, d := range chain {
+			v = v.decode(d)
+		}
+		if slices.Contains(searched, v.text) {
+			continue
+		}
+		searched = append(searched, v.text)
+		hits = r.search(s, chain, v.text, hits)
+	}
+	out, counts := r.replace(s, resolve(hits))
+	out, c := r.redactBase64(out)
+	for k, n := range c {
+		if counts == nil {
+			counts = map[string]int{}
+		}
+		counts[k] += n
+	}
+	return out, counts
+}
+
+// hit is a secret a rule found, as a span of the text.
+type hit struct {
+	from, to int
+	rule     int
+}
+
+// search appends the secrets every rule finds in text, the view of s that
+// chain decodes, as spans of s.
+func (r *Redactor) search(s string, chain []decoder, text string, hits []hit) []hit {
+	var v view // s with positions, decoded by chain when a hit needs them
+	first := r.firstHints(text)
+	for i := range r.rules {
+		rule := &r.rules[i]
+		at := first[i]
+		if rule.may != nil {
+			at = rule.may(text)
+		}
+		if at < 0 {
+			continue
+		}
+		rule.matches(text, at, func(from, to int) {
+			if len(chain) > 0 {
+				if v.pos == nil {
+					v = tracked(s)
+					for _, d := range chain {
+						v = v.decode(d)
+					}
+				}
+				from, to = v.pos[from], v.end[to-1]
+			}
+			hits = append(hits, hit{from, to, i})
+		})
+	}
+	return hits
+}
+
+// matches calls f with the span of each secret the rule finds in text, at
+// is where its first hint (or candidate) stands. The regexp runs on the
+// smallest part of the text that holds every match, which gives the same
+// matches as the whole text: a word is bounded by white space, which \b
+// sees as it sees the text's ends, and a part starting one byte before the
+// first hint keeps the byte \b looks at.
+func (rule *rule) matches(text string, at int, f func(from, to int)) {
+	if !rule.token {
+		rule.matchIn(text, max(0, at-1), len(text), f)
+		return
+	}
+	for at >= 0 {
+		from, to := wordAround(text, at)
+		rule.matchIn(text, from, to, f)
+		at = -1
+		for _, h := range rule.hints {
+			if i := strings.Index(text[to:], h); i >= 0 && (at < 0 || to+i < at) {
+				at = to + i
+			}
+		}
+	}
+}
+
+func (rule *rule) matchIn(text string, from, to int, f func(from, to int)) {
+	part := text[from:to]
+	for _, loc := range rule.re.FindAllStringSubmatchIndex(part, -1) {
+		if a, b, ok := rule.secret(part, loc); ok {
+			f(from+a, from+b)
+		}
+	}
+}
+
+// wordAround returns the run of text around at that holds no white space
+// (as \s means it).
+func wordAround(text string, at int) (from, to int) {
+	from = strings.LastIndexAny(text[:at], whiteSpace) + 1
+	to = strings.IndexAny(text[at:], whiteSpace)
+	if to < 0 {
+		return from, len(text)
+	}
+	return from, at + to
+}
+
+// whiteSpace is what \s matches.
+const whiteSpace = "\t\n\f\r "
+
+// firstHints returns, for each rule, where the first of its hints stands in
+// text (-1 for nowhere), found in one pass.
+func (r *Redactor) firstHints(text string) []int {
+	first := make([]int, len(r.rules))
+	for i := range first {
+		first[i] = -1
+	}
+	for i := 0; i < len(text); i++ {
+		p := uint16(text[i]) << 8
+		if i+1 < len(text) {
+			p |= uint16(text[i+1])
+		}
+		if r.pairs[p/64]&(1<<(p%64)) == 0 {
+			continue
+		}
+		for _, h := range r.byFirst[text[i]] {
+			if first[h.rule] < 0 && hasPrefix(text[i:], h.hint, h.fold) {
+				first[h.rule] = i
+			}
+		}
+	}
+	if strings.Contains(text, "\u212a") || strings.Contains(text, "\u017f") {
+		// (?i) also folds k to the Kelvin sign and s to the long s.
+		for i, rule := range r.rules {
+			if rule.fold {
+				first[i] = 0
+			}
+		}
+	}
+	return first
+}
+
+// hasPrefix reports whether s starts with the hint, ignoring ASCII case
+// when fold is set (the hints of folding rules are lower-case).
+func hasPrefix(s, hint string, fold bool) bool {
+	if len(s) < len(hint) {
+		return false
+	}
+	if !fold {
+		return s[:len(hint)] == hint
+	}
+	for i := range len(hint) {
+		if c := s[i]; c != hint[i] && c != upper(hint[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
+}
+
+// secret returns the span of the secret in a match (without the quotes
+// around a quoted value, so JSON in the text stays JSON), or false when the
+// rule leaves it alone.
+func (rule *rule) secret(text string, loc []int) (from, to int, ok bool) {
+	from, to = loc[0], loc[1]
+	if rule.group > 0 {
+		from, to = loc[2*rule.group], loc[2*rule.group+1]
+		if from < 0 {
+			return 0, 0, false
+		}
+	}
+	v := text[from:to]
+	if rule.keep != nil && rule.keep(v) {
+		return 0, 0, false
+	}
+	for _, q := range []string{`\"`, `"`, `'`} {
+		if len(v) >= 2*len(q) && strings.HasPrefix(v, q) && strings.HasSuffix(v, q) {
+			return from + len(q), to - len(q), true
+		}
+	}
+	return from, to, to > from
+}
+
+// resolve orders the hits and settles overlaps: the hits of one rule that
+// overlap are one secret (a split key found whole in the joined view and in
+// part in the text); a hit that holds secrets earlier rules found is one
+// secret with them, named by the earliest rule (a JWT sent as a bearer
+// token is a JWT, a key in a URL's password takes the password along); and
+// a hit that overlaps an earlier rule's secret only in part is dropped, as
+// if that rule had replaced its secret first. The result is sorted by
+// position, without overlaps.
+func resolve(hits []hit) []hit {
+	slices.SortFunc(hits, func(a, b hit) int { return cmp.Or(a.rule-b.rule, a.from-b.from) })
+	var kept []hit
+	for i := 0; i < len(hits); {
+		// Merge a run of one rule's overlapping hits.
+		h := hits[i]
+		for i++; i < len(hits) && hits[i].rule == h.rule && hits[i].from < h.to; i++ {
+			h.to = max(h.to, hits[i].to)
+		}
+		inside := func(k hit) bool { return h.from <= k.from && k.to <= h.to }
+		partial := false
+		for _, k := range kept {
+			switch {
+			case k.to <= h.from || h.to <= k.from:
+			case inside(k):
+				h.rule = min(h.rule, k.rule)
+			default:
+				partial = true
+			}
+		}
+		if !partial {
+			kept = append(slices.DeleteFunc(kept, inside), h)
+		}
+	}
+	slices.SortFunc(kept, func(a, b hit) int { return a.from - b.from })
+	return kept
+}
+
+// replace writes s with each span replaced by its marker.
+func (r *Redactor) replace(s string, spans []hit) (string, map[string]int) {
+	if len(spans) == 0 {
+		return s, nil
+	}
+	counts := map[string]int{}
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for _, h := range spans {
+		kind := r.rules[h.rule].kind
+		b.WriteString(s[last:h.from])
+		b.WriteString("[REDACTED:" + kind + "]")
+		last = h.to
+		counts[kind]++
+	}
+	b.WriteString(s[last:])
+	return b.String(), counts
+}
+
+// credentialKeyEnd matches the end of a key name the password rule takes.
+var credentialKeyEnd = regexp.MustCompile(`(?i)(?:` + credentialKeys + `)$`)
+
+// credentialAssignment returns where the password rule's first match may
+// start: the word before the first : or = that follows a credential's key
+// name (past the spaces, quote and backslash the rule allows between
+// them), or -1.
+func credentialAssignment(s string) int {
+	// (?i) also folds k to the Kelvin sign and s to the long s, which the
+	// quick test of credentialKeyBefore does not.
+	folded := strings.Contains(s, "\u212a") || strings.Contains(s, "\u017f")
+	first := -1
+	for _, sep := range []byte{':', '='} {
+		for i := strings.IndexByte(s, sep); i >= 0 && (first < 0 || i < first); {
+			if j := credentialKeyBefore(s[:i], folded); j >= 0 {
+				first = strings.LastIndexAny(s[:j], whiteSpace) + 1
+				break
+			}
+			next := strings.IndexByte(s[i+1:], sep)
+			if next < 0 {
+				break
+			}
+			i += 1 + next
+		}
+	}
+	return first
+}
+
+// credentialKeyBefore returns where the key name ends that s (the text
+// before a : or =) ends with, when it is a credential's, or -1.
+func credentialKeyBefore(s string, folded bool) int {
+	j := len(s)
+	for j > 0 && strings.IndexByte(whiteSpace, s[j-1]) >= 0 {
+		j--
+	}
+	if j > 0 && (s[j-1] == '"' || s[j-1] == '\'') {
+		j--
+	}
+	if j > 0 && s[j-1] == '\\' {
+		j--
+	}
+	if !folded && !slices.ContainsFunc(credentialKeyLastWords, func(w string) bool {
+		return j >= len(w) && strings.EqualFold(s[j-len(w):j], w)
+	}) {
+		return -1
+	}
+	// The longest key name the rule knows is 20 bytes; a folded k or s
+	// takes a byte or two more.
+	if credentialKeyEnd.MatchString(s[max(0, j-48):j]) {
+		return j
+	}
+	return -1
+}
+
+// credentialKeyLastWords end every alternative of credentialKeys: a quick
+// test before credentialKeyEnd.
+var credentialKeyLastWords = []string{"password", "passwd", "passphrase", "pwd", "secret", "key", "token"}
