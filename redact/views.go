@@ -31,6 +31,9 @@ type decoder struct {
 	// step reads one unit at s[i] and returns the bytes it decodes to and
 	// how many bytes it read.
 	step func(s string, i int) (out string, n int)
+	// steps, when set instead of step, returns a step for one pass, for
+	// decodings that count what they read.
+	steps func() func(s string, i int) (out string, n int)
 	// quick, when set, decodes a whole text without positions, faster than
 	// step by step.
 	quick func(s string) string
@@ -51,8 +54,12 @@ func (v view) decode(d decoder) view {
 	if track {
 		out.pos, out.end = make([]int, 0, len(v.text)), make([]int, 0, len(v.text))
 	}
+	step := d.step
+	if d.steps != nil {
+		step = d.steps()
+	}
 	for i := 0; i < len(v.text); {
-		dec, n := d.step(v.text, i)
+		dec, n := step(v.text, i)
 		b.WriteString(dec)
 		if track {
 			for range len(dec) {
@@ -131,6 +138,61 @@ func joinLines(s string) string {
 	return b.String()
 }
 
+// Pairs of lines joined: the line breaks at even (or odd) places go, the
+// others stay. A secret split across two lines is whole in one of the two
+// views, and still ends at a line break there, where a rule may want a
+// word boundary (an AWS key id) that joining every line takes away.
+var (
+	evenBreaksJoined = pairsJoined(0)
+	oddBreaksJoined  = pairsJoined(1)
+)
+
+func pairsJoined(parity int) decoder {
+	return decoder{
+		applies: hasTokenBreak,
+		steps: func() func(s string, i int) (string, int) {
+			breaks := 0
+			return func(s string, i int) (string, int) {
+				n := 0
+				for i+n < len(s) && (s[i+n] == '\n' || s[i+n] == '\r') {
+					n++
+				}
+				if n == 0 {
+					return s[i : i+1], 1
+				}
+				breaks++
+				if breaks%2 != parity {
+					return "", n
+				}
+				return s[i : i+n], n
+			}
+		},
+	}
+}
+
+// hasTokenBreak reports whether a line break of s stands between two bytes
+// a key may hold, where joining lines may make a secret whole.
+func hasTokenBreak(s string) bool {
+	for i := strings.IndexByte(s, '\n'); i >= 0; {
+		before, after := i-1, i+1
+		for before >= 0 && s[before] == '\r' {
+			before--
+		}
+		for after < len(s) && (s[after] == '\r' || s[after] == '\n') {
+			after++
+		}
+		if before >= 0 && after < len(s) && isBase64(s[before]) && isBase64(s[after]) {
+			return true
+		}
+		next := strings.IndexByte(s[after:], '\n')
+		if next < 0 {
+			return false
+		}
+		i = after + next
+	}
+	return false
+}
+
 // viewChains are the views Redact searches, each a chain of decoders
 // applied in order: the text itself first.
 var viewChains = [][]decoder{
@@ -138,9 +200,15 @@ var viewChains = [][]decoder{
 	{urlDecoded},
 	{jsonUnescaped},
 	{jsonUnescaped, jsonUnescaped},
+	// A Go error quotes (%q) what may already be JSON inside JSON.
+	{jsonUnescaped, jsonUnescaped, jsonUnescaped},
 	{linesJoined},
 	{jsonUnescaped, linesJoined},
 	{urlDecoded, linesJoined},
+	{evenBreaksJoined},
+	{oddBreaksJoined},
+	{jsonUnescaped, evenBreaksJoined},
+	{jsonUnescaped, oddBreaksJoined},
 }
 
 func isHex(c byte) bool {

@@ -69,8 +69,9 @@ type Shape struct {
 // and base64 of the bare secret (for kinds with a known prefix).
 func Shapes(s Sample) []Shape {
 	half := len(s.Leak) / 2
+	// A split secret is followed by another line, as in a longer text.
 	split := func(sep string) string {
-		return strings.Replace(s.Text, s.Leak, s.Leak[:half]+sep+s.Leak[half:], 1)
+		return strings.Replace(s.Text, s.Leak, s.Leak[:half]+sep+s.Leak[half:], 1) + sep + "Then the next step."
 	}
 	shapes := []Shape{
 		{"raw", s.Text},
@@ -98,21 +99,26 @@ func jsonEscape(s string) string {
 // must not hold.
 const FragmentLen = 10
 
-// Recovered returns what of s's secret a reader can recover from out: the
+// Decoded is an output as a reader can decode it: as it is,
+// JSON-unescaped up to three times, URL-decoded, each also with its line
+// breaks removed, and the base64 tokens of all of those decoded.
+type Decoded []string
+
+// Decode decodes an output once, for the samples to be looked for in it.
+func Decode(out string) Decoded { return decodedViews(out) }
+
+// Recovered returns what of s's secret a reader can recover from d: the
 // secret, or a piece of it FragmentLen long (the whole secret when it is
-// shorter), found in out as it is, JSON-unescaped up to three times,
-// URL-decoded, with line breaks removed, or in a base64 token of any of
-// those; "" when nothing.
-func Recovered(out string, s Sample) string {
-	views := decodedViews(out)
-	for _, v := range views {
+// shorter); "" when nothing.
+func (d Decoded) Recovered(s Sample) string {
+	for _, v := range d {
 		if strings.Contains(v, s.Leak) {
 			return s.Leak
 		}
 	}
 	for i := 0; i+FragmentLen <= len(s.Leak); i++ {
 		frag := s.Leak[i : i+FragmentLen]
-		for _, v := range views {
+		for _, v := range d {
 			if strings.Contains(v, frag) {
 				return frag
 			}
@@ -120,6 +126,9 @@ func Recovered(out string, s Sample) string {
 	}
 	return ""
 }
+
+// Recovered is Decode(out).Recovered(s).
+func Recovered(out string, s Sample) string { return Decode(out).Recovered(s) }
 
 var (
 	jsonEscapes = strings.NewReplacer(`\n`, "\n", `\t`, "\t", `\r`, "\r", `\"`, `"`, `\\`, `\`, `\/`, "/")
