@@ -7,7 +7,6 @@ package redact
 
 import (
 	"cmp"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -42,148 +41,6 @@ func Kinds() []string {
 		}
 	}
 	return append(kinds, Email)
-}
-
-type rule struct {
-	kind string
-	re   *regexp.Regexp
-	// hints are substrings one of which every match contains; a text with
-	// none of them skips the regexp, which keeps redaction cheap on the
-	// common, secret-free text (Go's regexp scans it at a few MB/s). They
-	// are lower-case and compared ignoring case when fold is set.
-	hints []string
-	fold  bool
-	// token is set when a match holds no white space (\s) and contains a
-	// hint: the regexp runs only on the words that hold one. Otherwise a
-	// match starts with a hint, and the regexp runs from the first.
-	token bool
-	// may, when set instead of hints, returns where in a text the matches
-	// may start (-1 for nowhere).
-	may func(s string) int
-	// group, when > 0, is the submatch that holds the secret; the rest of
-	// the match (a key name, a scheme) is kept so the text stays readable.
-	group int
-	// keep reports whether a matched secret should be left alone (a value
-	// already replaced, an empty placeholder).
-	keep func(secret string) bool
-}
-
-// credentialKeys end the key names whose values the password rule
-// replaces.
-const credentialKeys = `password|passwd|passphrase|pwd|secret|secret[_\-]?(?:access[_\-]?)?key|private[_\-]?key|api[_\-]?key|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token`
-
-// The JSON-string alternatives in the key=value rules also accept the escaped
-// form (\"...\") that appears when a tool output embeds JSON inside a string.
-const quotedValue = `\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'`
-
-// awsKeyPrefixes start AWS access key ids (and the other unique ids IAM
-// gives out with the same shape).
-var awsKeyPrefixes = []string{"AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"}
-
-var secretRules = []rule{
-	{
-		// A whole PEM block; a block cut off before its END line still loses
-		// its base64 body.
-		kind:  PrivateKey,
-		re:    regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:(?:\\[nr]|\s)+[A-Za-z0-9+/=]{16,})*)`),
-		hints: []string{"-----BEGIN"},
-	},
-	{
-		// scheme://user:password@host: the whole user-info goes, up to the
-		// last @ of the authority (a password may hold a decoded %40).
-		kind:  ConnectionString,
-		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]*://([^\s:/?#@"'<>\[\]]+:[^\s/"'<>]+)@`),
-		hints: []string{"://"},
-		token: true,
-		group: 1,
-	},
-	{
-		// scheme://token@host: a bare token as the user-info (git over
-		// HTTPS with a personal token), percent-encoded or not. Short user
-		// names (git@) stay.
-		kind:  ConnectionString,
-		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]*://([A-Za-z0-9_\-.~+/=%]{16,})@`),
-		hints: []string{"://"},
-		token: true,
-		group: 1,
-	},
-	{
-		kind: JWT,
-		// The header is JSON ("eyJ" in base64url); the payload may be
-		// anything (an encrypted or non-JSON payload does not start eyJ).
-		re:    regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{10,}`),
-		hints: []string{"eyJ"},
-		token: true,
-	},
-	{
-		kind:  AnthropicKey,
-		re:    regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_\-]{20,}`),
-		hints: []string{"sk-ant-"},
-		token: true,
-	},
-	{
-		kind:  OpenAIKey,
-		re:    regexp.MustCompile(`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}`),
-		hints: []string{"sk-"},
-		token: true,
-	},
-	{
-		kind:  AWSAccessKeyID,
-		re:    regexp.MustCompile(`\b(?:` + strings.Join(awsKeyPrefixes, "|") + `)[A-Z0-9]{16}\b`),
-		hints: awsKeyPrefixes,
-		token: true,
-	},
-	{
-		kind:  AWSSecretKey,
-		re:    regexp.MustCompile(`(?i)aws_?secret_?(?:access_?)?key(?:_id)?\\?["']?\s*[:=]\s*\\?["']?([A-Za-z0-9/+=]{40})`),
-		hints: []string{"aws"},
-		fold:  true,
-		group: 1,
-	},
-	{
-		kind:  GitHubToken,
-		re:    regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})`),
-		hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"},
-		token: true,
-	},
-	{
-		kind:  SlackToken,
-		re:    regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`),
-		hints: []string{"xox", "hooks.slack.com"},
-		token: true,
-	},
-	{
-		kind:  GoogleAPIKey,
-		re:    regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`),
-		hints: []string{"AIza"},
-		token: true,
-	},
-	{
-		kind:  BearerToken,
-		re:    regexp.MustCompile(`(?i)(?:\bbearer|authorization\\?["']?\s*[:=]\s*\\?["']?(?:basic|token))\s+([A-Za-z0-9\-._~+/]{16,}=*)`),
-		hints: []string{"bearer", "authorization"},
-		fold:  true,
-		group: 1,
-	},
-	{
-		// key=value and "key": "value" pairs whose key names a credential.
-		kind: Password,
-		re: regexp.MustCompile(`(?i)\b[a-z0-9_.\-]*(?:` + credentialKeys + `)\\?["']?\s*[:=]\s*(` +
-			quotedValue + `|[^\s,;&"'<>{}()\[\]\\]+)`),
-		may:   credentialAssignment,
-		group: 1,
-		keep: func(v string) bool {
-			v = strings.Trim(v, `\"'`)
-			return v == "" || v == "null" || strings.HasPrefix(v, "[REDACTED:")
-		},
-	},
-}
-
-var emailRule = rule{
-	kind:  Email,
-	re:    regexp.MustCompile(`\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b`),
-	hints: []string{"@"},
-	token: true,
 }
 
 // Redactor replaces secrets in text with [REDACTED:<kind>]. It is safe for
@@ -223,24 +80,32 @@ func New(emails bool) *Redactor {
 	r := &Redactor{rules: rules}
 	for i, rule := range rules {
 		for _, h := range rule.hints {
-			ref := hintRef{h, rule.fold, i}
-			firsts, seconds := []byte{h[0]}, allBytes
-			if len(h) > 1 {
-				seconds = []byte{h[1]}
-			}
-			if rule.fold {
-				firsts, seconds = append(firsts, upper(h[0])), append(seconds, upper(h[1]))
-			}
-			for _, a := range slices.Compact(firsts) {
-				r.byFirst[a] = append(r.byFirst[a], ref)
-				for _, b := range seconds {
-					p := uint16(a)<<8 | uint16(b)
-					r.pairs[p/64] |= 1 << (p % 64)
-				}
-			}
+			r.index(hintRef{h, rule.fold, i})
 		}
 	}
 	return r
+}
+
+// index files a hint under the bytes it may start with.
+func (r *Redactor) index(ref hintRef) {
+	h := ref.hint
+	firsts, seconds := []byte{h[0]}, allBytes
+	if len(h) > 1 {
+		seconds = []byte{h[1]}
+	}
+	if ref.fold {
+		firsts = append(firsts, upper(h[0]))
+		if len(h) > 1 {
+			seconds = append(seconds, upper(h[1]))
+		}
+	}
+	for _, a := range slices.Compact(firsts) {
+		r.byFirst[a] = append(r.byFirst[a], ref)
+		for _, b := range seconds {
+			p := uint16(a)<<8 | uint16(b)
+			r.pairs[p/64] |= 1 << (p % 64)
+		}
+	}
 }
 
 // scrubber is the Redactor of Scrub: every kind, e-mail addresses too.
@@ -259,9 +124,10 @@ func Scrub(msg string) string {
 //
 // Secrets are looked for in the text as it is and in decoded views of it:
 // URL-decoded (a password percent-encoded in a URL's user-info or a query
-// value), JSON-unescaped (once and twice, for JSON inside JSON), with line
-// breaks removed (a secret split across lines), and in the base64 tokens of
-// the text. A secret found in a view is replaced in the text where its
+// value), JSON-unescaped (up to three times, for JSON inside JSON inside a
+// quoted error), with line breaks removed (a secret split across lines:
+// every break, and every other one so a secret that was split ends at a
+// break still), and in the base64 tokens of the text. A secret found in a view is replaced in the text where its
 // encoded form stands; the parts of one secret found in several views
 // (half a split key in the text, all of it in the joined view) are replaced
 // as one.
@@ -506,61 +372,3 @@ func (r *Redactor) replace(s string, spans []hit) (string, map[string]int) {
 	b.WriteString(s[last:])
 	return b.String(), counts
 }
-
-// credentialKeyEnd matches the end of a key name the password rule takes.
-var credentialKeyEnd = regexp.MustCompile(`(?i)(?:` + credentialKeys + `)$`)
-
-// credentialAssignment returns where the password rule's first match may
-// start: the word before the first : or = that follows a credential's key
-// name (past the spaces, quote and backslash the rule allows between
-// them), or -1.
-func credentialAssignment(s string) int {
-	// (?i) also folds k to the Kelvin sign and s to the long s, which the
-	// quick test of credentialKeyBefore does not.
-	folded := strings.Contains(s, "\u212a") || strings.Contains(s, "\u017f")
-	first := -1
-	for _, sep := range []byte{':', '='} {
-		for i := strings.IndexByte(s, sep); i >= 0 && (first < 0 || i < first); {
-			if j := credentialKeyBefore(s[:i], folded); j >= 0 {
-				first = strings.LastIndexAny(s[:j], whiteSpace) + 1
-				break
-			}
-			next := strings.IndexByte(s[i+1:], sep)
-			if next < 0 {
-				break
-			}
-			i += 1 + next
-		}
-	}
-	return first
-}
-
-// credentialKeyBefore returns where the key name ends that s (the text
-// before a : or =) ends with, when it is a credential's, or -1.
-func credentialKeyBefore(s string, folded bool) int {
-	j := len(s)
-	for j > 0 && strings.IndexByte(whiteSpace, s[j-1]) >= 0 {
-		j--
-	}
-	if j > 0 && (s[j-1] == '"' || s[j-1] == '\'') {
-		j--
-	}
-	if j > 0 && s[j-1] == '\\' {
-		j--
-	}
-	if !folded && !slices.ContainsFunc(credentialKeyLastWords, func(w string) bool {
-		return j >= len(w) && strings.EqualFold(s[j-len(w):j], w)
-	}) {
-		return -1
-	}
-	// The longest key name the rule knows is 20 bytes; a folded k or s
-	// takes a byte or two more.
-	if credentialKeyEnd.MatchString(s[max(0, j-48):j]) {
-		return j
-	}
-	return -1
-}
-
-// credentialKeyLastWords end every alternative of credentialKeys: a quick
-// test before credentialKeyEnd.
-var credentialKeyLastWords = []string{"password", "passwd", "passphrase", "pwd", "secret", "key", "token"}
