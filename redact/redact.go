@@ -130,7 +130,9 @@ func Scrub(msg string) string {
 // break still), and in the base64 tokens of the text. A secret found in a view is replaced in the text where its
 // encoded form stands; the parts of one secret found in several views
 // (half a split key in the text, all of it in the joined view) are replaced
-// as one.
+// as one. Joining cannot tell a key split across lines from a key that
+// ends a line, so a secret at the end of a line takes the next line's first
+// word (and the break) with it: more is replaced, never less.
 func (r *Redactor) Redact(s string) (string, map[string]int) {
 	var hits []hit
 	var searched []string

@@ -204,6 +204,17 @@ func sessionLogOutput(t *testing.T, corpus []planted) map[string]string {
 			t.Fatalf("chat %s: %d, compressed %q: %s", p.id, resp.StatusCode, resp.Header.Get(serve.HeaderCompressed), b)
 		}
 	}
+	// A summary a request stopped waiting for is cancelled at shutdown,
+	// and its record with it: let every conversation's land first.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n, ok := compressions(t, addr)
+		if !ok || n >= len(corpus) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d conversations summarized", n, len(corpus))
+		}
+	}
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +230,31 @@ func sessionLogOutput(t *testing.T, corpus []planted) map[string]string {
 	}
 	texts["serve's log"] = logs.String()
 	return texts
+}
+
+// compressions returns the summaries serve at addr has made, false when
+// its metrics do not say.
+func compressions(t *testing.T, addr string) (int, bool) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	b, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "ctxopt_serve_compressions_total{"); ok {
+			var c float64
+			if _, err := fmt.Sscan(v[strings.LastIndexByte(v, ' ')+1:], &c); err == nil {
+				n += int(c)
+			}
+		}
+	}
+	return n, true
 }
 
 // errorOutput puts each planted text where a failing command quotes it:
