@@ -171,14 +171,7 @@ func (r *Redactor) search(s string, chain []decoder, text string, hits []hit) []
 	first := r.firstHints(text)
 	for i := range r.rules {
 		rule := &r.rules[i]
-		at := first[i]
-		if rule.may != nil {
-			at = rule.may(text)
-		}
-		if at < 0 {
-			continue
-		}
-		rule.matches(text, at, func(from, to int) {
+		rule.matches(text, first[i], func(from, to int) {
 			if len(chain) > 0 {
 				if v.pos == nil {
 					v = tracked(s)
@@ -194,27 +187,68 @@ func (r *Redactor) search(s string, chain []decoder, text string, hits []hit) []
 	return hits
 }
 
-// matches calls f with the span of each secret the rule finds in text, at
-// is where its first hint (or candidate) stands. The regexp runs on the
-// smallest part of the text that holds every match, which gives the same
+// matches calls f with the span of each secret the rule finds in text,
+// where its first hint stands at at (-1 for nowhere). The regexp runs only
+// on the parts of the text that hold the matches, which gives the same
 // matches as the whole text: a word is bounded by white space, which \b
-// sees as it sees the text's ends, and a part starting one byte before the
-// first hint keeps the byte \b looks at.
+// sees as it sees the text's ends; an anchored match at a hint is what an
+// unanchored search finds there.
 func (rule *rule) matches(text string, at int, f func(from, to int)) {
-	if !rule.token {
-		rule.matchIn(text, max(0, at-1), len(text), f)
-		return
+	switch {
+	case rule.windows != nil:
+		for _, w := range rule.windows(text) {
+			rule.matchIn(text, w[0], w[1], f)
+		}
+	case at < 0:
+	case rule.token:
+		for at >= 0 {
+			from, to := wordAround(text, at)
+			rule.matchIn(text, from, to, f)
+			at = rule.nextHint(text, to)
+		}
+	case rule.fold && hasFoldedRunes(text):
+		// A folded hint is not where nextHint looks: search it all.
+		rule.matchIn(text, 0, len(text), f)
+	default:
+		for at >= 0 {
+			next := at + 1
+			if !rule.boundary || at == 0 || !isWordByte(text[at-1]) {
+				if loc := rule.anchored.FindStringSubmatchIndex(text[at:]); loc != nil {
+					if a, b, ok := rule.secret(text[at:], loc); ok {
+						f(at+a, at+b)
+					}
+					next = max(next, at+loc[1])
+				}
+			}
+			at = rule.nextHint(text, next)
+		}
 	}
-	for at >= 0 {
-		from, to := wordAround(text, at)
-		rule.matchIn(text, from, to, f)
-		at = -1
+}
+
+// nextHint returns where the first of the rule's hints stands in text at
+// or after pos, or -1.
+func (rule *rule) nextHint(text string, pos int) int {
+	if !rule.fold {
+		next := -1
 		for _, h := range rule.hints {
-			if i := strings.Index(text[to:], h); i >= 0 && (at < 0 || to+i < at) {
-				at = to + i
+			if i := strings.Index(text[pos:], h); i >= 0 && (next < 0 || pos+i < next) {
+				next = pos + i
+			}
+		}
+		return next
+	}
+	for i := pos; i < len(text); i++ {
+		for _, h := range rule.hints {
+			if hasPrefix(text[i:], h, true) {
+				return i
 			}
 		}
 	}
+	return -1
+}
+
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
 }
 
 func (rule *rule) matchIn(text string, from, to int, f func(from, to int)) {
@@ -261,7 +295,7 @@ func (r *Redactor) firstHints(text string) []int {
 			}
 		}
 	}
-	if strings.Contains(text, "\u212a") || strings.Contains(text, "\u017f") {
+	if hasFoldedRunes(text) {
 		// (?i) also folds k to the Kelvin sign and s to the long s.
 		for i, rule := range r.rules {
 			if rule.fold {

@@ -17,11 +17,14 @@ type rule struct {
 	fold  bool
 	// token is set when a match holds no white space (\s) and contains a
 	// hint: the regexp runs only on the words that hold one. Otherwise a
-	// match starts with a hint, and the regexp runs from the first.
-	token bool
-	// may, when set instead of hints, returns where in a text the matches
-	// may start (-1 for nowhere).
-	may func(s string) int
+	// match starts with a hint (after a word boundary when boundary is
+	// set), and anchored, the regexp runs at each.
+	token    bool
+	boundary bool
+	anchored *regexp.Regexp
+	// windows, when set instead of hints, returns the parts of a text that
+	// hold every match.
+	windows func(s string) [][2]int
 	// group, when > 0, is the submatch that holds the secret; the rest of
 	// the match (a key name, a scheme) is kept so the text stays readable.
 	group int
@@ -34,6 +37,9 @@ type rule struct {
 // replaces.
 const credentialKeys = `password|passwd|passphrase|pwd|secret|secret[_\-]?(?:access[_\-]?)?key|private[_\-]?key|api[_\-]?key|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token`
 
+// bearerValue is the token after Bearer, Basic or Token.
+const bearerValue = `[A-Za-z0-9\-._~+/]{16,}=*`
+
 // The JSON-string alternatives in the key=value rules also accept the escaped
 // form (\"...\") that appears when a tool output embeds JSON inside a string.
 const quotedValue = `\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'`
@@ -42,7 +48,7 @@ const quotedValue = `\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'`
 // gives out with the same shape).
 var awsKeyPrefixes = []string{"AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA", "ANPA", "ANVA", "AROA", "APKA", "ASCA"}
 
-var secretRules = []rule{
+var secretRules = anchor([]rule{
 	{
 		// A whole PEM block; a block cut off before its END line still loses
 		// its base64 body.
@@ -121,9 +127,17 @@ var secretRules = []rule{
 		token: true,
 	},
 	{
+		kind:     BearerToken,
+		re:       regexp.MustCompile(`(?i)\bbearer\s+(` + bearerValue + `)`),
+		hints:    []string{"bearer"},
+		fold:     true,
+		boundary: true,
+		group:    1,
+	},
+	{
 		kind:  BearerToken,
-		re:    regexp.MustCompile(`(?i)(?:\bbearer|authorization\\?["']?\s*[:=]\s*\\?["']?(?:basic|token))\s+([A-Za-z0-9\-._~+/]{16,}=*)`),
-		hints: []string{"bearer", "authorization"},
+		re:    regexp.MustCompile(`(?i)authorization\\?["']?\s*[:=]\s*\\?["']?(?:basic|token)\s+(` + bearerValue + `)`),
+		hints: []string{"authorization"},
 		fold:  true,
 		group: 1,
 	},
@@ -132,13 +146,24 @@ var secretRules = []rule{
 		kind: Password,
 		re: regexp.MustCompile(`(?i)\b[a-z0-9_.\-]*(?:` + credentialKeys + `)\\?["']?\s*[:=]\s*(` +
 			quotedValue + `|[^\s,;&"'<>{}()\[\]\\]+)`),
-		may:   credentialAssignment,
-		group: 1,
+		windows: credentialWindows,
+		group:   1,
 		keep: func(v string) bool {
 			v = strings.Trim(v, `\"'`)
 			return v == "" || v == "null" || strings.HasPrefix(v, "[REDACTED:")
 		},
 	},
+})
+
+// anchor compiles, for each rule whose matches start at a hint, its regexp
+// anchored at the start of the text.
+func anchor(rules []rule) []rule {
+	for i := range rules {
+		if r := &rules[i]; !r.token && r.windows == nil {
+			r.anchored = regexp.MustCompile(`^(?:` + r.re.String() + `)`)
+		}
+	}
+	return rules
 }
 
 var emailRule = rule{
@@ -151,29 +176,43 @@ var emailRule = rule{
 // credentialKeyEnd matches the end of a key name the password rule takes.
 var credentialKeyEnd = regexp.MustCompile(`(?i)(?:` + credentialKeys + `)$`)
 
-// credentialAssignment returns where the password rule's first match may
-// start: the word before the first : or = that follows a credential's key
-// name (past the spaces, quote and backslash the rule allows between
-// them), or -1.
-func credentialAssignment(s string) int {
-	// (?i) also folds k to the Kelvin sign and s to the long s, which the
-	// quick test of credentialKeyBefore does not.
-	folded := strings.Contains(s, "\u212a") || strings.Contains(s, "\u017f")
-	first := -1
-	for _, sep := range []byte{':', '='} {
-		for i := strings.IndexByte(s, sep); i >= 0 && (first < 0 || i < first); {
-			if j := credentialKeyBefore(s[:i], folded); j >= 0 {
-				first = strings.LastIndexAny(s[:j], whiteSpace) + 1
-				break
+// credentialWindows returns the parts of s that hold the password rule's
+// matches: from the word whose key name, a credential's, ends before a : or
+// = (past the spaces, quote and backslash the rule allows between them) to
+// the end of the line the value starts on. A value never spans lines.
+func credentialWindows(s string) [][2]int {
+	folded := hasFoldedRunes(s)
+	var windows [][2]int
+	for i := strings.IndexAny(s, ":="); i >= 0; {
+		if j := credentialKeyBefore(s[:i], folded); j >= 0 {
+			from := strings.LastIndexAny(s[:j], whiteSpace) + 1
+			k := i + 1
+			for k < len(s) && strings.IndexByte(whiteSpace, s[k]) >= 0 {
+				k++
 			}
-			next := strings.IndexByte(s[i+1:], sep)
-			if next < 0 {
-				break
+			to := len(s)
+			if n := strings.IndexByte(s[k:], '\n'); n >= 0 {
+				to = k + n
 			}
-			i += 1 + next
+			if last := len(windows) - 1; last >= 0 && from <= windows[last][1] {
+				windows[last][1] = max(windows[last][1], to)
+			} else {
+				windows = append(windows, [2]int{from, to})
+			}
 		}
+		next := strings.IndexAny(s[i+1:], ":=")
+		if next < 0 {
+			break
+		}
+		i += 1 + next
 	}
-	return first
+	return windows
+}
+
+// hasFoldedRunes reports whether s holds a rune (?i) folds to an ASCII
+// letter that ASCII case folding does not: the Kelvin sign, the long s.
+func hasFoldedRunes(s string) bool {
+	return strings.Contains(s, "\u212a") || strings.Contains(s, "\u017f")
 }
 
 // credentialKeyBefore returns where the key name ends that s (the text
