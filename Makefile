@@ -66,6 +66,7 @@ bench: build tools
 	$(GO) test -run '^$$' -bench 'PACEBuilder' ./compress/
 	$(GO) test -run '^$$' -bench 'GlimpseAblation' -benchtime 1x ./pipeline/
 	$(GO) test -run '^$$' -bench 'Count|TokenizerIncremental' ./llm/
+	$(GO) test -run '^$$' -bench 'Redact' ./redact/
 	bash bench/distill.sh
 	bash bench/serve.sh
 	bash bench/rollout-rss.sh

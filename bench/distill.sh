@@ -6,8 +6,7 @@
 #    written over the command's wall time: reading, tokenizing, redacting,
 #    de-duplicating, and writing the JSONL, messages and Parquet files) and
 #    peak RSS (GNU time), the median of RUNS runs (one by default: a run at
-#    100,000 rows takes minutes of CPU, most of it the redactor's regular
-#    expressions). Budget: peak RSS <= 512 MB at 100,000 rows.
+#    100,000 rows takes about 90 s of CPU on two cores). Budget: peak RSS <= 512 MB at 100,000 rows.
 # 2. For information, Parquet alone from the same rows (the export's
 #    train.jsonl), ours (distill.Writer, parquet-go's writer, decoding the
 #    lines with encoding/json) and DuckDB's COPY, at the same zstd level (1;

@@ -18,6 +18,8 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/redact"
+	"github.com/ctxopt/ctxopt/redact/redacttest"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -364,16 +366,16 @@ func TestBuildCuration(t *testing.T) {
 // counts each kind.
 func TestBuildRedactsEverySecret(t *testing.T) {
 	run := t.TempDir()
-	samples := secretSamples()
+	samples := redacttest.Samples()
 	var trajs []rollout.Trajectory
 	for i, s := range samples {
-		ev := event(compress.KindHistory, fmt.Sprintf("step %d observation: %s", i, s.text), "kept: "+s.text)
+		ev := event(compress.KindHistory, fmt.Sprintf("step %d observation: %s", i, s.Text), "kept: "+s.Text)
 		trajs = append(trajs, success(fmt.Sprintf("task-%02d", i), ev))
 	}
 	// Metadata is redacted too.
 	meta := event(compress.KindObservation, "metadata carrier", "ok")
-	meta.Model = "teacher " + samples[0].text
-	trajs = append(trajs, success("task-meta "+samples[10].text, meta))
+	meta.Model = "teacher " + samples[0].Text
+	trajs = append(trajs, success("task-meta "+samples[10].Text, meta))
 	writeRun(t, run, trajs...)
 
 	out := filepath.Join(t.TempDir(), "ds")
@@ -391,19 +393,19 @@ func TestBuildRedactsEverySecret(t *testing.T) {
 	}
 	for _, s := range samples {
 		for _, text := range texts {
-			if strings.Contains(text, s.leak) {
-				t.Errorf("%s secret %q reached the output", s.kind, s.leak)
+			if strings.Contains(text, s.Leak) {
+				t.Errorf("%s secret %q reached the output", s.Kind, s.Leak)
 				break
 			}
 		}
 	}
 	want := map[string]int{}
 	for _, s := range samples {
-		want[s.kind] += 2 // in the prompt and in the completion
+		want[s.Kind] += 2 // in the prompt and in the completion
 	}
-	want[samples[0].kind]++  // the teacher model
-	want[samples[10].kind]++ // the task id
-	for _, kind := range RedactionKinds() {
+	want[samples[0].Kind]++  // the teacher model
+	want[samples[10].Kind]++ // the task id
+	for _, kind := range redact.Kinds() {
 		if m.Redactions[kind] != want[kind] {
 			t.Errorf("manifest counts %d %s redactions, want %d", m.Redactions[kind], kind, want[kind])
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/ctxopt/ctxopt/redact"
 )
 
 //go:embed templates
@@ -106,7 +108,7 @@ func newCardData(m *Manifest) cardData {
 			d.Dropped = append(d.Dropped, namedCount{r, n})
 		}
 	}
-	for _, k := range RedactionKinds() {
+	for _, k := range redact.Kinds() {
 		if n := m.Redactions[k]; n > 0 {
 			d.Redacted = append(d.Redacted, namedCount{k, n})
 		}

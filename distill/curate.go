@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/redact"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -53,7 +54,7 @@ type candidate struct {
 // concurrent use; admit is not, and must see candidates in input order so
 // that the first of duplicates is the one kept.
 type curator struct {
-	redactor  *Redactor
+	redactor  *redact.Redactor
 	tok       *llm.Tokenizer
 	maxLength int
 	guideline string // prefix an event's guideline id must have; "" for all
@@ -64,7 +65,7 @@ type curator struct {
 
 func newCurator(opts Options, tok *llm.Tokenizer, guideline string) *curator {
 	return &curator{
-		redactor:  NewRedactor(opts.RedactEmails),
+		redactor:  redact.New(opts.RedactEmails),
 		tok:       tok,
 		maxLength: opts.MaxLength,
 		guideline: guideline,

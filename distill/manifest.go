@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/ctxopt/ctxopt/redact"
 )
 
 // ManifestFormat identifies manifest.json files written by this package; an
@@ -125,7 +127,7 @@ func newManifest() Manifest {
 	for _, r := range DropReasons() {
 		m.Rows.Dropped[r] = 0
 	}
-	for _, k := range RedactionKinds() {
+	for _, k := range redact.Kinds() {
 		m.Redactions[k] = 0
 	}
 	return m

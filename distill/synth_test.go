@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/redact"
 )
 
 // testdata/synth/executions.jsonl is optimize synth run's output on the
@@ -31,7 +33,7 @@ func TestBuildSynthRows(t *testing.T) {
 			if w := m.Workflows; w == nil || *w != (WorkflowCounts{Read: 4, Accepted: 2, Rejected: 1, NotExecuted: 1}) {
 				t.Fatalf("workflows %+v", m.Workflows)
 			}
-			if strings.Join(m.Sources, ",") != strings.Join(tc.sources, ",") || m.Rows.Dropped[DropWorkflowRejected] != 5 || m.Redactions[RedactOpenAIKey] != 1 {
+			if strings.Join(m.Sources, ",") != strings.Join(tc.sources, ",") || m.Rows.Dropped[DropWorkflowRejected] != 5 || m.Redactions[redact.OpenAIKey] != 1 {
 				t.Fatalf("sources %v, dropped %v, redactions %v", m.Sources, m.Rows.Dropped, m.Redactions)
 			}
 			paace := 0

@@ -268,7 +268,7 @@ var (
 	_ Configured  = (*HTTPEnv)(nil)
 )
 
-// Redactor replaces secrets in text (distill.Redactor is one). The HTTP
+// Redactor replaces secrets in text (redact.Redactor is one). The HTTP
 // environment quotes the server's replies in its errors, which reach logs
 // and trajectories, so they go through it first.
 type Redactor interface {

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/internal/fakeenv"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/redact"
 )
 
 func appWorldConfig(t *testing.T, srv *fakeenv.Server, tasks []fakeenv.Task) env.HTTPConfig {
@@ -292,7 +292,7 @@ func TestHTTPErrorsRedacted(t *testing.T) {
 				ToolsEndpoint: &env.HTTPEndpoint{Method: "GET", Path: "/tools", Items: "tools"},
 				HeadersEnv:    map[string]string{"Authorization": "CTXOPT_TEST_ENV_TOKEN"},
 			}
-			_, err := env.NewHTTP(context.Background(), cfg, distill.NewRedactor(false))
+			_, err := env.NewHTTP(context.Background(), cfg, redact.New(false))
 			if err == nil {
 				t.Fatal("no error")
 			}

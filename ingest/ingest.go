@@ -2,7 +2,7 @@
 // the contrastive and distill stages read like rollouts (docs/import.md):
 // OpenAI chat completion logs, ctxopt's own session logs, or any JSONL log
 // through a mapping of gjson paths. Secrets are redacted on the way in,
-// with distill's redaction.
+// with the project's one redaction (package redact).
 package ingest
 
 import (
@@ -23,11 +23,11 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/ctxopt/ctxopt/compress"
-	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/internal/progress"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/redact"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -148,7 +148,7 @@ func Import(ctx context.Context, opts Options) (Report, error) {
 	if opts.MaxSessionCalls < 0 || opts.MaxMessages < 0 || opts.MaxDepth < 0 {
 		return rep, invalid("--max-session-calls, --max-messages and --max-depth: want a positive limit")
 	}
-	red := &redactor{r: distill.NewRedactor(opts.RedactEmails), counts: map[string]int{}}
+	red := &redactor{r: redact.New(opts.RedactEmails), counts: map[string]int{}}
 	var labels map[string]bool
 	if opts.Labels != "" {
 		var err error
@@ -190,10 +190,10 @@ func Import(ctx context.Context, opts Options) (Report, error) {
 	return rep, nil
 }
 
-// redactor applies distill's redaction to every text imported and counts
+// redactor applies the redaction to every text imported and counts
 // what it replaced.
 type redactor struct {
-	r      *distill.Redactor
+	r      *redact.Redactor
 	counts map[string]int
 }
 

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/ctxopt/ctxopt/compress"
-	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/embedded"
+	"github.com/ctxopt/ctxopt/redact"
 	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/rollout"
 	"github.com/ctxopt/ctxopt/templates"
@@ -37,7 +37,7 @@ type Environment interface {
 func openEnv(ctx context.Context, spec EnvSpec) (Environment, error) {
 	switch spec.Name {
 	case EnvHTTP:
-		return env.NewHTTP(ctx, *spec.HTTP, distill.NewRedactor(false))
+		return env.NewHTTP(ctx, *spec.HTTP, redact.New(false))
 	case EnvOffice:
 		return env.NewOffice()
 	}

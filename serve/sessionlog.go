@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/ctxopt/ctxopt/compress"
-	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/redact"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -30,9 +30,9 @@ const maxEventsPerSession = 256
 // (linear in its length: the compression events, each turn once) when its
 // outcome is reported, when it has been idle for ttl, or at shutdown.
 type sessionLog struct {
-	ttl    time.Duration
-	redact *distill.Redactor
-	now    func() time.Time
+	ttl time.Duration
+	red *redact.Redactor
+	now func() time.Time
 
 	mu   sync.Mutex
 	f    *os.File
@@ -68,11 +68,11 @@ func openSessionLog(cfg SessionLog, ttl time.Duration) (*sessionLog, error) {
 	case line > 0:
 		slog.Info("session log: ended its last record with the newline it lacked", "file", path, "line", line)
 	}
-	return &sessionLog{ttl: ttl, redact: distill.NewRedactor(cfg.RedactEmails), now: time.Now, f: f, open: map[string]*openSession{}}, nil
+	return &sessionLog{ttl: ttl, red: redact.New(cfg.RedactEmails), now: time.Now, f: f, open: map[string]*openSession{}}, nil
 }
 
 func (l *sessionLog) clean(s string) string {
-	out, _ := l.redact.Redact(s)
+	out, _ := l.red.Redact(s)
 	return out
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/distill"
+	"github.com/ctxopt/ctxopt/internal/datagen"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -46,32 +47,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "distill:", err)
 		os.Exit(1)
 	}
-}
-
-// vocabulary of agent traces, so the text compresses like real histories
-// rather than like random bytes.
-var vocabulary = strings.Fields(`the agent called api returned status 200 ok error retry file report.csv
-	total revenue quarter north south east west user account balance transfer id order item price
-	quantity shipped pending delivered customer note todo completed task summary history observation
-	step action tool search result page next previous json key value name date amount spotify song
-	playlist venmo payment request gmail inbox thread subject attachment todoist project due label
-	filesystem directory path read write 0 1 2 3 4 5 6 7 8 9 10 42 2024 2025 {"id": "name": [ ] }`)
-
-func text(r *rand.Rand, n int) string {
-	var b strings.Builder
-	b.Grow(n + 16)
-	for b.Len() < n {
-		b.WriteString(vocabulary[r.IntN(len(vocabulary))])
-		switch r.IntN(14) {
-		case 0:
-			b.WriteString(".\n")
-		case 1:
-			b.WriteString(", ")
-		default:
-			b.WriteByte(' ')
-		}
-	}
-	return b.String()
 }
 
 // eventsPerTrajectory is the compression events of a generated trajectory:
@@ -114,8 +89,8 @@ func gen(args []string) error {
 				Kind:        compress.KindHistory,
 				Step:        3 * (e + 1),
 				GuidelineID: "g-ut1-co1",
-				Input:       []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: text(r, in-len(system))}},
-				Output:      text(r, *size-in),
+				Input:       []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: datagen.TraceText(r, in-len(system))}},
+				Output:      datagen.TraceText(r, *size-in),
 				Model:       "gpt-4.1-2025-04-14",
 			})
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
+	"github.com/ctxopt/ctxopt/redact"
 )
 
 func distillCommand() *cli.Command {
@@ -117,7 +118,7 @@ func distillValidate(c *cli.Context) error {
 		failed++
 		total += len(vs)
 		for _, v := range vs {
-			fmt.Fprintln(c.App.Writer, v.String())
+			fmt.Fprintln(c.App.Writer, redact.Scrub(v.String()))
 		}
 	}
 	if failed > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,12 +19,26 @@ const (
 	plantedBearer = "eXamPleT0kenVALUE1234567890abcd"
 )
 
-// grepTree reports the files under dir that contain s. Trajectory records
-// pack their texts in zstd frames, so a trajectories file is searched as
-// optimize show prints it, every text in full, besides its bytes.
+// grepTree reports the files under dir that contain s, as treeTexts
+// reads them.
 func grepTree(t *testing.T, dir, s string) []string {
 	t.Helper()
 	var hits []string
+	for path, text := range treeTexts(t, dir) {
+		if strings.Contains(text, s) {
+			hits = append(hits, path)
+		}
+	}
+	slices.Sort(hits)
+	return hits
+}
+
+// treeTexts returns the files under dir by path. Trajectory records pack
+// their texts in zstd frames, so a trajectories file is read as optimize
+// show prints it, every text in full, besides its bytes.
+func treeTexts(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	texts := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -39,15 +54,13 @@ func grepTree(t *testing.T, dir, s string) []string {
 			}
 			b = append(b, shown.Bytes()...)
 		}
-		if bytes.Contains(b, []byte(s)) {
-			hits = append(hits, path)
-		}
+		texts[path] = string(b)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hits
+	return texts
 }
 
 // TestGrepTreeReadsRecords: a secret in a packed record is found.

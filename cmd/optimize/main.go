@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/redact"
 )
 
 // Exit codes.
@@ -86,7 +87,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "optimize:", err)
+	// Errors quote flags, URLs, files and servers' replies: whatever
+	// secret they carry is replaced before the terminal or a CI log sees it.
+	fmt.Fprintln(stderr, "optimize:", redact.Scrub(err.Error()))
 	if !started {
 		return exitUsage
 	}
@@ -132,7 +135,7 @@ func setupLogging(c *cli.Context, w io.Writer) error {
 	if !ok {
 		return badInput(fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level")))
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: scrubAttr}
 	var h slog.Handler
 	switch c.String("log-format") {
 	case "text":
@@ -144,6 +147,20 @@ func setupLogging(c *cli.Context, w io.Writer) error {
 	}
 	slog.SetDefault(slog.New(h))
 	return nil
+}
+
+// scrubAttr replaces the secrets in a log record's message and in its
+// string and error values, as the error a command exits with.
+func scrubAttr(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value; {
+	case v.Kind() == slog.KindString:
+		a.Value = slog.StringValue(redact.Scrub(v.String()))
+	case v.Kind() == slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			a.Value = slog.StringValue(redact.Scrub(err.Error()))
+		}
+	}
+	return a
 }
 
 // checkOutDir rejects an output directory path that names a file, or lies

@@ -6,8 +6,10 @@ package datagen
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
 )
@@ -68,4 +70,33 @@ func Write(dir string, files map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// vocabulary of agent traces, so the text compresses like real histories
+// rather than like random bytes.
+var vocabulary = strings.Fields(`the agent called api returned status 200 ok error retry file report.csv
+	total revenue quarter north south east west user account balance transfer id order item price
+	quantity shipped pending delivered customer note todo completed task summary history observation
+	step action tool search result page next previous json key value name date amount spotify song
+	playlist venmo payment request gmail inbox thread subject attachment todoist project due label
+	filesystem directory path read write 0 1 2 3 4 5 6 7 8 9 10 42 2024 2025 {"id": "name": [ ] }`)
+
+// TraceText returns about n bytes of agent-trace words, in sentences and
+// lines: the text of the distillation benchmark's rows (bench/distill) and
+// of the redactor's benchmark.
+func TraceText(r *rand.Rand, n int) string {
+	var b strings.Builder
+	b.Grow(n + 16)
+	for b.Len() < n {
+		b.WriteString(vocabulary[r.IntN(len(vocabulary))])
+		switch r.IntN(14) {
+		case 0:
+			b.WriteString(".\n")
+		case 1:
+			b.WriteString(", ")
+		default:
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
 }
