@@ -70,9 +70,10 @@ func TestGateExitCodes(t *testing.T) {
 	}
 }
 
-func TestPromoteWithGate(t *testing.T) {
-	dir := t.TempDir()
-	reg, err := guideline.OpenRegistry(filepath.Join(dir, "reg"))
+// putPrompting stores the built-in history prompt in the registry in dir.
+func putPrompting(t *testing.T, dir string) guideline.Record {
+	t.Helper()
+	reg, err := guideline.OpenRegistry(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,12 @@ func TestPromoteWithGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rec
+}
+
+func TestPromoteWithGate(t *testing.T) {
+	dir := t.TempDir()
+	rec := putPrompting(t, filepath.Join(dir, "reg"))
 	bad := writeEval(t, filepath.Join(dir, "bad"), 40, func(i int) bool { return i%3 == 0 }, 0.6, rec.ID)
 	good := writeEval(t, filepath.Join(dir, "good"), 40, func(int) bool { return false }, 0.6, rec.ID)
 	promote := func(evalDir string) (int, string) {
@@ -110,18 +117,7 @@ func TestPromoteWithGate(t *testing.T) {
 // run's summary names, as make demo does.
 func TestPromoteSelected(t *testing.T) {
 	dir := t.TempDir()
-	reg, err := guideline.OpenRegistry(filepath.Join(dir, pipeline.GuidelinesDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := templates.Source("history_prompting.tmpl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _, err := reg.Put(guideline.Record{Kind: guideline.KindHistory, Source: "test"}, src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := putPrompting(t, filepath.Join(dir, pipeline.GuidelinesDir))
 	sum := fmt.Sprintf(`{"selected_guideline": %q}`, rec.ID)
 	if err := os.WriteFile(filepath.Join(dir, pipeline.SummaryFile), []byte(sum), 0o644); err != nil {
 		t.Fatal(err)
