@@ -15,13 +15,13 @@ build:
 # interval) into the registry serve.example.yaml serves, so
 # `optimize serve --config serve.example.yaml` starts as it is.
 demo: build
-	./$(BIN) run --config jobs/demo.yaml --out runs/demo --replace
-	./$(BIN) eval --config jobs/demo.yaml --split train --run runs/demo --replace \
+	@./$(BIN) run --config jobs/demo.yaml --out runs/demo --replace
+	@./$(BIN) eval --config jobs/demo.yaml --split train --run runs/demo --replace \
 	  --candidate none=none --candidate fifo=fifo --candidate retrieval=retrieval \
 	  --candidate llmlingua=llmlingua --candidate prompting=prompting \
 	  --candidate guideline=guideline,guideline=selected \
 	  --candidate pace=pace --candidate plan-aware=plan-aware --out runs/demo-strategies
-	./$(BIN) guideline promote --run runs/demo --gate runs/demo/eval --against prompting \
+	@./$(BIN) guideline promote --run runs/demo --gate runs/demo/eval --against prompting \
 	  --rule "success >= -0.05" selected
 
 # A real model in the loop (llama.cpp serving Gemma 3 270M on loopback) and

@@ -198,11 +198,13 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 	}
 	var outs []Outcome
 	var err error
+	// One report over every candidate's tasks × samples (a log line per
+	// evaluation, not per candidate); work a rollout reuses or resumes
+	// counts as done at once.
+	prog := progress.New("eval", len(cands)*len(tasks)*opt.Samples)
+	defer prog.Finish()
 	for _, c := range cands {
 		arm := Arm{Spec: c.Spec}
-		// One bar per candidate over its tasks × samples; work a rollout
-		// reuses or resumes counts as done at once.
-		prog := progress.New("eval "+c.Spec.Name, len(tasks)*opt.Samples)
 		for s := range opt.Samples {
 			// Each sample is the same agent with its own sample index, which
 			// reaches the models (at temperature > 0 samples differ).
@@ -211,7 +213,6 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 			r := &rollout.Runner{Agent: &agent, Concurrency: opt.Concurrency, EmbeddedModel: c.EmbeddedModel, EmbeddedRoles: c.EmbeddedRoles, Progress: prog, Replace: opt.Replace}
 			res, err := r.RunDir(ctx, tasks, filepath.Join(dir, rolloutsDir, c.Spec.Name, fmt.Sprintf("sample-%d", s)))
 			if err != nil {
-				prog.Finish()
 				return nil, fmt.Errorf("candidate %s: %w", c.Spec.Name, err)
 			}
 			switch {
@@ -221,7 +222,6 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 				prog.Add(res.Summary.ResumedTasks)
 			}
 			if n := res.Summary.InfraFailures; n > 0 {
-				prog.Finish()
 				return nil, fmt.Errorf("candidate %s: %d of %d tasks stopped on an unavailable endpoint (%w); run the same command again to retry them", c.Spec.Name, n, len(tasks), llm.ErrUnavailable)
 			}
 			arm.HistoryGuidelineID = res.Summary.HistoryGuidelineID
@@ -229,7 +229,6 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 			// One record in memory at a time: the rollout's reader streams them.
 			for t, err := range rollout.Records(res.Path) {
 				if err != nil {
-					prog.Finish()
 					return nil, fmt.Errorf("candidate %s: %w", c.Spec.Name, err)
 				}
 				if arm.CompressorModelName == "" {
@@ -238,7 +237,6 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 				outs = append(outs, outcomeOf(c.Spec.Name, s, t))
 			}
 		}
-		prog.Finish()
 		sum.Candidates = append(sum.Candidates, arm)
 	}
 	res := &Result{Dir: dir, Summary: sum, Outcomes: outs}

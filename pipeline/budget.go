@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
 	"github.com/ctxopt/ctxopt/llm"
@@ -57,12 +58,15 @@ type Meter struct {
 	// the snapshot: a float sum of each call's cost would round differently
 	// with the order concurrent calls complete in.
 	billed map[*llm.Client]llm.Usage
+	// started is when this invocation began: a stage finished since was
+	// run by it, not taken from an earlier run.
+	started time.Time
 }
 
 // NewMeter returns a meter enforcing b, starting from the spend recorded in
 // path by earlier invocations (path may be empty).
 func NewMeter(b Budget, path string) (*Meter, error) {
-	m := &Meter{budget: b, path: path, billed: make(map[*llm.Client]llm.Usage)}
+	m := &Meter{budget: b, path: path, billed: make(map[*llm.Client]llm.Usage), started: time.Now().UTC()}
 	if path == "" {
 		return m, nil
 	}

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"fmt"
 	"log/slog"
+
+	"github.com/ctxopt/ctxopt/llm"
 )
 
 // Projection estimates what a job will spend before its first call, from
@@ -12,6 +14,9 @@ type Projection struct {
 	LLMCalls int     `json:"llm_calls"`
 	Tokens   int     `json:"tokens"`
 	USD      float64 `json:"usd"`
+	// Embedded is true when the embedded model plays every role priced, so
+	// the work costs no money.
+	Embedded bool `json:"embedded,omitempty"`
 }
 
 // Project estimates the spend of `optimize run` on ntrain train tasks.
@@ -70,22 +75,42 @@ func rolloutUse(job *Job, n float64, compressed bool) (agent, comp use) {
 }
 
 func projection(job *Job, agent, comp, opt use) Projection {
-	price := func(u use, in, out float64) float64 { return (u.in*in + u.out*out) / 1e6 }
+	// The embedded model costs nothing, whatever the job's prices say
+	// (Runtime.resolveEmbedded bills it so).
+	free := true
+	price := func(u use, c llm.RoleConfig) float64 {
+		if c.BaseURL == Embedded || u.calls == 0 {
+			return 0
+		}
+		free = false
+		return (u.in*c.PriceIn + u.out*c.PriceOut) / 1e6
+	}
 	r := job.Roles
-	usd := price(agent, r.Agent.PriceIn, r.Agent.PriceOut) +
-		price(comp, r.Compressor.PriceIn, r.Compressor.PriceOut) +
-		price(opt, r.Optimizer.PriceIn, r.Optimizer.PriceOut)
+	usd := price(agent, r.Agent) + price(comp, r.Compressor) + price(opt, r.Optimizer)
 	return Projection{
 		LLMCalls: int(agent.calls + comp.calls + opt.calls),
 		Tokens:   int(agent.in + agent.out + comp.in + comp.out + opt.in + opt.out),
 		USD:      usd,
+		Embedded: free,
 	}
 }
 
 // Log prints the projection.
 func (p Projection) Log() {
-	slog.Info("projected cost (estimate, before the first call)", "llm_calls", p.LLMCalls, "tokens", p.Tokens, "usd", fmt.Sprintf("%.2f", p.USD))
+	slog.Info("projected cost (estimate, before the first call)", "llm_calls", p.LLMCalls, "tokens", p.Tokens, "usd", p.Money())
 }
+
+// Money is the projected spend in dollars, or none when every priced role
+// is the embedded model.
+func (p Projection) Money() string {
+	if p.Embedded {
+		return NoMoney
+	}
+	return fmt.Sprintf("%.2f", p.USD)
+}
+
+// NoMoney stands for the spend of work the embedded model did alone.
+const NoMoney = "none (embedded model)"
 
 // Check reports whether the budget is below the projection.
 func (p Projection) Check(b Budget) error {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"io"
 	"path/filepath"
 
@@ -9,8 +10,8 @@ import (
 	"github.com/ctxopt/ctxopt/report"
 )
 
-// Report writes the run's report (report.Run) into runDir and prints
-// report.md to w.
+// Report writes the run's report (report.Run) into runDir and prints its
+// brief to w: the verdict, the money spent and the paths written.
 func Report(w io.Writer, runDir string, sum *RunSummary) error {
 	r := &report.Run{
 		Job: sum.Job, Kind: sum.Kind, EmbeddedModel: sum.EmbeddedModel, EmbeddedRoles: sum.EmbeddedRoles,
@@ -33,5 +34,26 @@ func Report(w io.Writer, runDir string, sum *RunSummary) error {
 	if r.Diff, err = reg.Diff(sum.StartingGuideline, sum.SelectedGuideline); err != nil {
 		return err
 	}
-	return report.WriteRun(w, runDir, r)
+	if err := report.WriteRun(runDir, r); err != nil {
+		return err
+	}
+	written := []string{filepath.Join(runDir, report.MarkdownFile)}
+	if r.Eval != nil {
+		written = append(written, filepath.Join(runDir, report.HTMLFile))
+	}
+	if sum.Dataset != nil {
+		written = append(written, filepath.Join(runDir, DatasetsDir)+string(filepath.Separator))
+	}
+	written = append(written, filepath.Join(runDir, SummaryFile))
+	report.Brief(w, r, sum.Money(), written)
+	return nil
+}
+
+// Money is what the run spent in dollars, or none when the embedded model
+// did all its work.
+func (s *RunSummary) Money() string {
+	if s.EmbeddedModel {
+		return NoMoney
+	}
+	return fmt.Sprintf("$%.4f", s.Spent.CostUSD)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/progress"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -45,11 +46,18 @@ func (r *stagedRollout) name() rolloutName {
 
 // rollout runs tasks with a strategy as a stage, or reuses it.
 func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks []env.Task) (*stagedRollout, error) {
+	return p.rolloutCounted(name, s, g, tasks, nil)
+}
+
+// rolloutCounted is rollout counting its tasks in prog, when set, so the
+// rollouts of one step report as one piece of work.
+func (p *runner) rolloutCounted(name string, s compress.Name, g *compress.Prompt, tasks []env.Task, prog *progress.Progress) (*stagedRollout, error) {
 	agent, err := p.newAgent(s, g)
 	if err != nil {
 		return nil, err
 	}
 	runner := p.rt.Runner(agent, name)
+	runner.Progress = prog
 	inputs := rolloutInputs{Agent: agent.Fingerprint(), Tasks: tasksHash(tasks)}
 	res, err := stage(p.dir, p.meter, stageSpec[*rollout.Result]{
 		name: name, inputs: inputs, store: p.store,
@@ -72,6 +80,15 @@ func (p *runner) rollout(name string, s compress.Name, g *compress.Prompt, tasks
 	})
 	if err != nil {
 		return nil, err
+	}
+	if prog != nil {
+		// Tasks read back rather than run count as done at once.
+		switch {
+		case res.Reused:
+			prog.Add(len(tasks))
+		case res.Summary.ResumedTasks > 0:
+			prog.Add(res.Summary.ResumedTasks)
+		}
 	}
 	return &stagedRollout{Result: res, inputs: inputs}, nil
 }

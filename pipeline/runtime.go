@@ -136,6 +136,9 @@ func (rt *Runtime) resolveEmbedded(ctx context.Context, c *llm.RoleConfig) error
 	// The version keeps answers cached by an older embedded model from
 	// being served as this one's.
 	c.CacheEndpoint = Embedded + ":" + embedded.ModelName + "@" + embedded.Version
+	// The embedded model runs in this process for nothing: a job's prices
+	// are for the real endpoint a role may point at instead.
+	c.PriceIn, c.PriceOut = 0, 0
 	return nil
 }
 

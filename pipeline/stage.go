@@ -79,7 +79,7 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 	}
 	sum := sha256.Sum256(in)
 	hash := hex.EncodeToString(sum[:])
-	if v, done, err := s.finished(runDir, dir, hash); err != nil || done {
+	if v, done, err := s.finished(runDir, dir, hash, meter.started); err != nil || done {
 		return v, err
 	}
 	if e := s.store.lookup(s.name, hash); e != "" {
@@ -104,7 +104,11 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 // finished returns the saved result (done) when dir's manifest says the
 // stage finished with inputs hash. Otherwise it leaves dir ready to run:
 // cleared when the inputs changed, as it is when the stage was cut off.
-func (s stageSpec[T]) finished(runDir, dir, hash string) (v T, done bool, err error) {
+//
+// A stage this invocation already ran (since: its start), as when a step
+// proposes the same candidate twice, is reused without saying so at Info:
+// "unchanged" speaks of earlier runs only.
+func (s stageSpec[T]) finished(runDir, dir, hash string, since time.Time) (v T, done bool, err error) {
 	var old Manifest
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -120,7 +124,11 @@ func (s stageSpec[T]) finished(runDir, dir, hash string) (v T, done bool, err er
 	case old.InputsHash == hash && old.Status == statusDone:
 		v, err := s.loadFrom(dir)
 		if err == nil {
-			slog.Info("stage unchanged, skipped", "stage", s.name)
+			if old.Started.Before(since) {
+				slog.Info("stage unchanged, skipped", "stage", s.name)
+			} else {
+				slog.Debug("stage done earlier in this run, reused", "stage", s.name)
+			}
 			return v, true, nil
 		}
 		// A finished stage whose result cannot be read is run again.

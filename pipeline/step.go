@@ -8,6 +8,7 @@ import (
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/progress"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -117,12 +118,21 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 func (p *runner) score(round int, step string, cur *stagedRollout, tasks []env.Task, cands []compiled, dec *guideline.Decision) error {
 	parentTr := guideline.Pick(cur.Outcomes, tasks)
 	dec.Parent0 = guideline.Objective(step, p.job.Optimize.Lambda, parentTr, parentTr)
+	valid := 0
+	for _, c := range dec.Candidates {
+		if c.Valid {
+			valid++
+		}
+	}
+	name := fmt.Sprintf("r%d-%s-select", round, step)
+	prog := progress.New(name, valid*len(tasks))
+	defer prog.Finish()
 	for i := range dec.Candidates {
 		c := &dec.Candidates[i]
 		if !c.Valid {
 			continue
 		}
-		res, err := p.rollout(filepath.Join(fmt.Sprintf("r%d-%s-select", round, step), c.ID), compress.Guideline, cands[c.K].g, tasks)
+		res, err := p.rolloutCounted(filepath.Join(name, c.ID), compress.Guideline, cands[c.K].g, tasks, prog)
 		if err != nil {
 			return err
 		}

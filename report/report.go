@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
@@ -385,35 +384,22 @@ func Markdown(w io.Writer, res *eval.Result, plots []Plot, plotDir string) {
 	}
 }
 
-// text writes t as aligned columns for a terminal.
-func (t table) text(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.head, "\t"))
-	for _, r := range t.rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	tw.Flush()
-}
-
-// Summary prints the key figures of an evaluation for a terminal.
+// Summary prints an evaluation in brief for a terminal: each candidate's
+// success with its 95% interval and, against the reference, the paired
+// difference; report.md holds every metric and test.
 func Summary(w io.Writer, res *eval.Result) {
-	shown := []string{eval.MetricSuccess, eval.MetricPeakTokens, eval.MetricCompressorTokens, eval.MetricCostUSD}
-	t := table{head: []string{"candidate"}}
-	t.head = append(t.head, shown...)
-	t.head = append(t.head, "calls", "cache hits")
-	for _, a := range res.Summary.Candidates {
-		row := []string{a.Name}
-		for _, m := range shown {
-			row = append(row, withCI(m, a.Metrics[m]))
-		}
-		t.rows = append(t.rows, append(row, fmt.Sprint(a.LLMCalls), fmt.Sprint(a.CacheHits)))
+	s := res.Summary
+	fmt.Fprintf(w, "ctxopt eval: %d candidates on the %s split (%d tasks × %d samples); success [95%% CI], and Δ vs %s:\n",
+		len(s.Candidates), s.Split, len(s.Tasks), s.Samples, s.Reference)
+	diffs := map[string]string{}
+	for _, c := range res.Comparisons {
+		diffs[c.Candidate] = diffCI(eval.MetricSuccess, c.Metrics[eval.MetricSuccess].Diff)
 	}
-	t.text(w)
-	if len(res.Comparisons) > 0 {
-		fmt.Fprintln(w)
-		comparisonsTable(res).text(w)
+	for _, a := range s.Candidates {
+		line := fmt.Sprintf("  %-12s %-24s %s", a.Name, withCI(eval.MetricSuccess, a.Metrics[eval.MetricSuccess]), diffs[a.Name])
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
-	if l := ModelsLine(res.Summary.EmbeddedModel, res.Summary.EmbeddedRoles); l != "" {
+	if l := ModelsLine(s.EmbeddedModel, s.EmbeddedRoles); l != "" {
 		fmt.Fprintln(w, l)
 	}
 }

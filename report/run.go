@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"path/filepath"
 
 	"github.com/ctxopt/ctxopt/eval"
@@ -43,11 +42,11 @@ type Run struct {
 type Arms struct{ None, Prompting, Selected string }
 
 // WriteRun writes report.md (and, with the held-out evaluation, its own
-// report in r.EvalDir and report.html) into dir and prints report.md to w:
+// report in r.EvalDir and report.html) into dir:
 // the results before and after optimization, the held-out evaluation,
 // each selection decision, and the diff of the selected guideline against
 // the starting one.
-func WriteRun(w io.Writer, dir string, r *Run) error {
+func WriteRun(dir string, r *Run) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# ctxopt run: %s\n\n", r.Job)
 	if n := ModelNotice(r.EmbeddedModel, r.EmbeddedRoles); n != "" {
@@ -80,8 +79,7 @@ func WriteRun(w io.Writer, dir string, r *Run) error {
 			return err
 		}
 	}
-	_, err := w.Write(b.Bytes())
-	return err
+	return nil
 }
 
 // beforeAfter is the table of the train split's rollouts.

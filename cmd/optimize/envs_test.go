@@ -148,6 +148,9 @@ func TestHTTPEnvironmentSIGINT(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != exitCancelled {
 				t.Errorf("interrupted rollout: exit %d (%v), want %d\n%s", code, err, exitCancelled, stderr.String())
 			}
+			if msg := stderr.String(); !strings.HasSuffix(msg, "optimize: "+interruptedMessage+"\n") || strings.Contains(msg, "context canceled") {
+				t.Errorf("stderr after SIGINT does not end with %q:\n%s", interruptedMessage, msg)
+			}
 			if srv.Opens() != srv.Closes() || srv.Open() != 0 {
 				t.Fatalf("after SIGINT: %d opened, %d closed, %d still open\n%s", srv.Opens(), srv.Closes(), srv.Open(), stderr.String())
 			}

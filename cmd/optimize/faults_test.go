@@ -163,6 +163,8 @@ func TestSIGTERMExitsPromptly(t *testing.T) {
 				args = append(args, "--config", job(tc.name, "100ms"))
 			}
 			cmd := exec.Command(binary, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -191,13 +193,17 @@ func TestSIGTERMExitsPromptly(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != want || took > 2*time.Second {
 				t.Fatalf("exit %d after %s, want %d within 2 s", code, took, want)
 			}
+			// A stopped job says how to go on, not "context canceled".
+			if msg := stderr.String(); want == exitCancelled && (!strings.HasSuffix(msg, "optimize: "+interruptedMessage+"\n") || strings.Contains(msg, "context canceled")) {
+				t.Fatalf("stderr after SIGTERM does not end with %q:\n%s", interruptedMessage, msg)
+			}
 			t.Logf("%s exited %d %s after SIGTERM, %d tasks finished", tc.name, cmd.ProcessState.ExitCode(), took.Round(time.Millisecond), finished)
 			if tc.resumed == nil {
 				return
 			}
-			code, _, stderr := runCLI(t, append(slices.Clone(tc.args), "--config", job(tc.name, "0s"))...)
+			code, _, resumeErr := runCLI(t, append(slices.Clone(tc.args), "--config", job(tc.name, "0s"))...)
 			if code != 0 {
-				t.Fatalf("resume: exit %d\n%s", code, stderr)
+				t.Fatalf("resume: exit %d\n%s", code, resumeErr)
 			}
 			if n := tc.resumed(); n < finished {
 				t.Fatalf("resume kept %d tasks, want the %d finished before SIGTERM", n, finished)

@@ -87,14 +87,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	code := exitUsage
+	if started {
+		code = exitCode(ctx, err)
+	}
+	if code == exitCancelled {
+		// "context canceled" tells a user nothing; finished work is kept.
+		fmt.Fprintln(stderr, "optimize:", interruptedMessage)
+		return code
+	}
 	// Errors quote flags, URLs, files and servers' replies: whatever
 	// secret they carry is replaced before the terminal or a CI log sees it.
 	fmt.Fprintln(stderr, "optimize:", redact.Scrub(err.Error()))
-	if !started {
-		return exitUsage
-	}
-	return exitCode(ctx, err)
+	return code
 }
+
+// interruptedMessage ends a command stopped by SIGINT or SIGTERM.
+const interruptedMessage = "interrupted; run the same command again to resume"
 
 func markStarted(cmds []*cli.Command, started *bool) {
 	for _, c := range cmds {

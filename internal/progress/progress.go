@@ -1,5 +1,7 @@
 // Package progress reports the progress of long work: a bar on a terminal,
-// structured log lines otherwise.
+// structured log lines otherwise. Without a terminal (make, CI) a piece of
+// work logs one line at Info when it ends; its start and the periodic
+// counts are Debug, so a run's log stays a line per stage.
 package progress
 
 import (
@@ -18,15 +20,18 @@ type Progress struct {
 	total int
 	bar   *progressbar.ProgressBar
 
-	mu      sync.Mutex
-	done    int
-	lastLog time.Time
-	every   time.Duration
+	mu       sync.Mutex
+	done     int
+	start    time.Time
+	lastLog  time.Time
+	every    time.Duration
+	finished bool
 }
 
 // New starts reporting on total units of work.
 func New(label string, total int) *Progress {
-	p := &Progress{label: label, total: total, every: 5 * time.Second, lastLog: time.Now()}
+	now := time.Now()
+	p := &Progress{label: label, total: total, every: 5 * time.Second, start: now, lastLog: now}
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(os.Stderr),
@@ -36,7 +41,7 @@ func New(label string, total int) *Progress {
 			progressbar.OptionThrottle(100*time.Millisecond),
 		)
 	} else {
-		slog.Info("started", "work", label, "total", total)
+		slog.Debug("started", "work", label, "total", total)
 	}
 	return p
 }
@@ -50,15 +55,28 @@ func (p *Progress) Add(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done += n
-	if time.Since(p.lastLog) >= p.every || p.done == p.total {
+	if time.Since(p.lastLog) >= p.every {
 		p.lastLog = time.Now()
-		slog.Info("progress", "work", p.label, "done", p.done, "total", p.total)
+		slog.Debug("progress", "work", p.label, "done", p.done, "total", p.total)
 	}
 }
 
-// Finish ends the report.
+// Finish ends the report. Without a terminal it logs what was done, once,
+// unless there was nothing to do (a stage an earlier run finished).
 func (p *Progress) Finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
+		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished || p.total == 0 {
+		return
+	}
+	p.finished = true
+	msg := "finished"
+	if p.done < p.total {
+		msg = "stopped"
+	}
+	slog.Info(msg, "work", p.label, "done", p.done, "total", p.total, "elapsed", time.Since(p.start).Round(100*time.Millisecond))
 }
