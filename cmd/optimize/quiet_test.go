@@ -36,6 +36,9 @@ func TestRunOutputIsBrief(t *testing.T) {
 		if !strings.Contains(stderr, `usd="`+pipeline.NoMoney+`"`) {
 			t.Errorf("again=%v: the projected cost of the embedded model is not none:\n%s", again, stderr)
 		}
+		if sum := readJSON[pipeline.RunSummary](t, filepath.Join(out, pipeline.SummaryFile)); sum.Spent.Calls == 0 || sum.Spent.CostUSD != 0 || sum.Projected.USD != 0 {
+			t.Errorf("again=%v: summary spent %+v, projected %+v: the embedded model's calls cost $0", again, sum.Spent, sum.Projected)
+		}
 		if got := strings.Contains(stdout+stderr, "unchanged"); got != again {
 			t.Errorf("again=%v: says \"unchanged\": %v\n%s\n%s", again, got, stdout, stderr)
 		}
