@@ -136,8 +136,13 @@ func TestRunEndToEnd(t *testing.T) {
 	if err := Report(&out, dir, sum); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "acon utco") || !strings.Contains(out.String(), "embedded offline model") {
-		t.Fatalf("report:\n%s", out.String())
+	// The report is in report.md; the writer gets a brief naming it.
+	md := mustRead(t, filepath.Join(dir, "report.md"))
+	if !strings.Contains(md, "acon utco") || !strings.Contains(md, "embedded offline model") {
+		t.Fatalf("report:\n%s", md)
+	}
+	if !strings.Contains(out.String(), filepath.Join(dir, "report.md")) || !strings.Contains(out.String(), "embedded offline model") {
+		t.Fatalf("brief:\n%s", out.String())
 	}
 
 	// A re-run skips every stage and makes no call.
