@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctxopt/ctxopt/internal/version"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/redact"
 )
@@ -57,9 +58,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 		},
 		Before: func(c *cli.Context) error { return setupLogging(c, stderr) },
+		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				return printVersion(c)
+			}
+			return cli.ShowAppHelp(c)
+		},
 		Commands: []*cli.Command{
+			versionCommand(),
 			rolloutCommand(),
 			runCommand(),
 			evalCommand(),
@@ -83,6 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// command or flag, missing required flag.
 	started := false
 	markStarted(app.Commands, &started)
+	logVersionAtStart(app.Commands)
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
@@ -98,13 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func markStarted(cmds []*cli.Command, started *bool) {
 	for _, c := range cmds {
-		if a := c.Action; a != nil {
-			c.Action = func(ctx *cli.Context) error {
-				*started = true
-				return a(ctx)
-			}
-		}
-		markStarted(c.Subcommands, started)
+		wrapActions(c, func() { *started = true })
 	}
 }
 
@@ -124,6 +128,54 @@ func exitCode(ctx context.Context, err error) int {
 		return exitUnfinished
 	default:
 		return exitFailure
+	}
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "version",
+		Usage:  "print the module version, VCS revision and the embedded model's version",
+		Action: printVersion,
+	}
+}
+
+func printVersion(c *cli.Context) error {
+	_, err := fmt.Fprint(c.App.Writer, version.Get())
+	return err
+}
+
+// longCommands are the commands that run for minutes or serve: their log
+// starts with the build, so a log read later says which binary wrote it.
+var longCommands = map[string]bool{
+	"rollout": true, "run": true, "eval": true, "nightly": true, "distill": true,
+	"import": true, "sim": true, "serve": true, "synth": true,
+}
+
+// logVersionAtStart logs the build once when a long command's action
+// starts (not for its --help or a usage error).
+func logVersionAtStart(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if !longCommands[c.Name] {
+			continue
+		}
+		wrapActions(c, func() {
+			v := version.Get()
+			slog.Info("ctxopt", "version", v.Version, "revision", v.RevisionLabel(),
+				"go", v.GoVersion, "embedded_model", v.EmbeddedModel)
+		})
+	}
+}
+
+// wrapActions calls before ahead of c's action and its subcommands'.
+func wrapActions(c *cli.Command, before func()) {
+	if a := c.Action; a != nil {
+		c.Action = func(ctx *cli.Context) error {
+			before()
+			return a(ctx)
+		}
+	}
+	for _, sc := range c.Subcommands {
+		wrapActions(sc, before)
 	}
 }
 
