@@ -61,8 +61,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 		},
 		Before: func(c *cli.Context) error { return setupLogging(c, stderr) },
+		// The app's own action runs for --version, no command, and an
+		// unknown one (which cli passes here as an argument).
 		Action: func(c *cli.Context) error {
-			if c.Bool("version") {
+			switch {
+			case c.Args().Present():
+				return badInput(fmt.Errorf("unknown command %q; see optimize --help", c.Args().First()))
+			case c.Bool("version"):
 				return printVersion(c)
 			}
 			return cli.ShowAppHelp(c)
