@@ -63,7 +63,8 @@ type Options struct {
 	// License is the card's license identifier (empty means "other": the
 	// teacher's outputs are subject to its provider's terms).
 	License string
-	// LicenseLink is a URL or path of the license text, for the card.
+	// LicenseLink is a URL or path of the license text, for the card
+	// (default: the text of a well-known License, e.g. apache-2.0).
 	LicenseLink string
 	// Concurrency bounds the goroutines that decode and redact (0 means
 	// GOMAXPROCS).
@@ -132,7 +133,7 @@ func Build(ctx context.Context, runDir, outDir string, opts Options) (Manifest, 
 		return Manifest{}, err
 	}
 	m := newManifest()
-	m.License, m.LicenseLink = opts.License, opts.LicenseLink
+	m.License, m.LicenseLink = opts.License, licenseLink(opts.License, opts.LicenseLink)
 	m.Options = ManifestOptions{
 		Seed:               opts.Seed,
 		ValidationFraction: *opts.ValidationFraction,

@@ -116,6 +116,30 @@ func newCardData(m *Manifest) cardData {
 	return d
 }
 
+// licenseTexts are the texts of licenses often chosen for datasets, by
+// their Hugging Face identifier: a card with one of them links its text
+// even when no --license-link was given.
+var licenseTexts = map[string]string{
+	"apache-2.0":          "https://www.apache.org/licenses/LICENSE-2.0",
+	"mit":                 "https://opensource.org/license/mit",
+	"bsd-3-clause":        "https://opensource.org/license/bsd-3-clause",
+	"cc-by-4.0":           "https://creativecommons.org/licenses/by/4.0/",
+	"cc-by-sa-4.0":        "https://creativecommons.org/licenses/by-sa/4.0/",
+	"cc-by-nc-4.0":        "https://creativecommons.org/licenses/by-nc/4.0/",
+	"cc0-1.0":             "https://creativecommons.org/publicdomain/zero/1.0/",
+	"odc-by":              "https://opendatacommons.org/licenses/by/1-0/",
+	"cdla-permissive-2.0": "https://cdla.dev/permissive-2-0/",
+}
+
+// licenseLink is the card's license_link: the one given, else the known
+// text of license, else empty (the card then says what to fill in).
+func licenseLink(license, given string) string {
+	if given != "" {
+		return given
+	}
+	return licenseTexts[strings.ToLower(license)]
+}
+
 // sizeCategory is the Hugging Face size_categories value for n rows.
 func sizeCategory(n int) string {
 	bounds := []struct {

@@ -4,7 +4,10 @@ import "io"
 
 // messagesFormat writes SPLIT.messages.jsonl: each row as an OpenAI chat
 // fine-tuning line, the prompt's messages then the completion, which alone
-// carries a weight of 1 so that fine-tuning APIs train on it only.
+// carries a weight of 1 so that fine-tuning APIs train on it only. The
+// prompt's messages carry "weight": null: with the key on every message,
+// readers that infer a schema (🤗 datasets, pyarrow) see one struct type,
+// not a mix they can only read as JSON.
 type messagesFormat struct{}
 
 func init() {
@@ -26,7 +29,7 @@ func (messagesFormat) Open(w io.Writer, _ string, _ WriterOptions) (RowWriter, e
 type weightedMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
-	Weight  int    `json:"weight,omitempty"`
+	Weight  *int   `json:"weight"` // nil (null) where not trained on
 }
 
 type messagesRow struct {
@@ -38,8 +41,9 @@ func messagesLine(r *Row) messagesRow {
 	for _, m := range r.Prompt {
 		ms = append(ms, weightedMessage{Role: m.Role, Content: m.Content})
 	}
+	trained := 1
 	for _, m := range r.Completion {
-		ms = append(ms, weightedMessage{Role: m.Role, Content: m.Content, Weight: 1})
+		ms = append(ms, weightedMessage{Role: m.Role, Content: m.Content, Weight: &trained})
 	}
 	return messagesRow{Messages: ms}
 }

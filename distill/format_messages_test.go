@@ -8,13 +8,14 @@ import (
 )
 
 // TestMessagesFormat: the prompt then the completion, which alone carries
-// weight 1.
+// weight 1; the prompt's messages carry weight null, so that every message
+// has the same keys and schema-inferring readers see one struct type.
 func TestMessagesFormat(t *testing.T) {
 	r := testRow(1, SplitTrain)
 	r.Prompt[1].Content = "<x> & y"
 	got := writeFormat(t, messagesFormat{}, WriterOptions{}, r)
-	want := `{"messages":[{"role":"system","content":"Compress the history."},` +
-		`{"role":"user","content":"<x> & y"},{"role":"assistant","content":"Summary 1.","weight":1}]}` + "\n"
+	want := `{"messages":[{"role":"system","content":"Compress the history.","weight":null},` +
+		`{"role":"user","content":"<x> & y","weight":null},{"role":"assistant","content":"Summary 1.","weight":1}]}` + "\n"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -181,11 +181,13 @@ func checkMessagesLine(row int, obj map[string]json.RawMessage, vs *violations) 
 		if role == "assistant" {
 			assistants++
 		}
-		if w, has := msg["weight"]; has {
+		// A null weight is no weight: ours writes it on the prompt's
+		// messages so that every message has the same keys.
+		if w, has := msg["weight"]; has && string(w) != "null" {
 			var weight float64
 			switch {
 			case role != "assistant":
-				vs.add(row, field+".weight", "weight is allowed on assistant messages only")
+				vs.add(row, field+".weight", "weight is allowed on assistant messages only (null elsewhere)")
 			case json.Unmarshal(w, &weight) != nil || (weight != 0 && weight != 1):
 				vs.add(row, field+".weight", "weight must be 0 or 1, got %s", w)
 			}

@@ -3,8 +3,24 @@
 # implementation, into .cache/node (ignored by git): DuckDB's Node API (reads the
 # datasets), and the official OpenAI and Anthropic SDKs (drive optimize serve).
 # Idempotent: returns at once when the pinned versions are already installed.
-# Also Debian's chromium, which the report test opens report.html in (headless).
+# Also Debian's chromium, which the report test opens report.html in (headless),
+# and gotestsum into .cache/bin, the runner through which make test prints each
+# package as it finishes and a closing summary (make test falls back to plain
+# go test when it could not be installed, e.g. offline).
 set -euo pipefail
+
+GOTESTSUM_VERSION=v1.13.0
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+gotestsum="$root/.cache/bin/gotestsum"
+if [[ -x "$gotestsum" ]] && "$gotestsum" --version 2>/dev/null | grep -qx "gotestsum version $GOTESTSUM_VERSION"; then
+	:
+elif GOBIN="$root/.cache/bin" "${GO:-go}" install "gotest.tools/gotestsum@$GOTESTSUM_VERSION"; then
+	echo "install-test-tools: installed gotestsum $GOTESTSUM_VERSION in $root/.cache/bin"
+else
+	rm -f "$gotestsum"
+	echo "install-test-tools: could not install gotestsum; make test runs plain go test" >&2
+fi
 
 if ! command -v chromium >/dev/null 2>&1; then
 	if command -v apt-get >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
@@ -22,7 +38,6 @@ DUCKDB_NODE_API_VERSION=1.5.6-r.1
 OPENAI_VERSION=6.30.1
 ANTHROPIC_SDK_VERSION=1.12.0
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="$root/.cache/node"
 packages=("@duckdb/node-api@$DUCKDB_NODE_API_VERSION" "openai@$OPENAI_VERSION" "@anthropic-ai/sdk@$ANTHROPIC_SDK_VERSION")
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ctxopt/ctxopt/internal/version"
 )
 
 // metrics are the Prometheus series of /metrics. client_golang is the
@@ -68,10 +70,23 @@ func newMetrics(sessions func() float64) *metrics {
 	}
 	m.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "sessions",
 		Help: "Conversations with a summary in the store."}, sessions)
-	m.reg.MustRegister(m.requests, m.latency, m.compressions, m.tokensSaved, m.summaryWaited, m.summaryBypassed, m.summaryWait, m.compressorSeconds, m.fallbacks, m.invalid,
+	m.reg.MustRegister(buildInfo(), m.requests, m.latency, m.compressions, m.tokensSaved, m.summaryWaited, m.summaryBypassed, m.summaryWait, m.compressorSeconds, m.fallbacks, m.invalid,
 		m.upstreamErrors, m.rejected, m.reloads, m.guideline, m.sessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// buildInfo is ctxopt_build_info, the usual Prometheus gauge of value 1
+// whose labels say which build serves: a dashboard joins on it to tell
+// the metrics of two versions apart.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxopt_build_info",
+		Help: "The build serving (value 1): module version, VCS revision, Go version and the embedded model's version.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.RevisionLabel(),
+			"goversion": v.GoVersion, "embedded_model": v.EmbeddedModel}})
+	g.Set(1)
+	return g
 }
 
 // codeCounters are the requests_total series of one endpoint, kept by

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctxopt/ctxopt/internal/version"
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/redact"
 )
@@ -57,9 +58,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version and exit"},
 		},
 		Before: func(c *cli.Context) error { return setupLogging(c, stderr) },
+		// The app's own action runs for --version, no command, and an
+		// unknown one (which cli passes here as an argument).
+		Action: func(c *cli.Context) error {
+			switch {
+			case c.Args().Present():
+				return badInput(fmt.Errorf("unknown command %q; see optimize --help", c.Args().First()))
+			case c.Bool("version"):
+				return printVersion(c)
+			}
+			return cli.ShowAppHelp(c)
+		},
 		Commands: []*cli.Command{
+			versionCommand(),
 			rolloutCommand(),
 			runCommand(),
 			evalCommand(),
@@ -83,6 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// command or flag, missing required flag.
 	started := false
 	markStarted(app.Commands, &started)
+	logVersionAtStart(app.Commands)
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
@@ -107,13 +122,7 @@ const interruptedMessage = "interrupted; run the same command again to resume"
 
 func markStarted(cmds []*cli.Command, started *bool) {
 	for _, c := range cmds {
-		if a := c.Action; a != nil {
-			c.Action = func(ctx *cli.Context) error {
-				*started = true
-				return a(ctx)
-			}
-		}
-		markStarted(c.Subcommands, started)
+		wrapActions(c, func() { *started = true })
 	}
 }
 
@@ -133,6 +142,54 @@ func exitCode(ctx context.Context, err error) int {
 		return exitUnfinished
 	default:
 		return exitFailure
+	}
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "version",
+		Usage:  "print the module version, VCS revision and the embedded model's version",
+		Action: printVersion,
+	}
+}
+
+func printVersion(c *cli.Context) error {
+	_, err := fmt.Fprint(c.App.Writer, version.Get())
+	return err
+}
+
+// longCommands are the commands that run for minutes or serve: their log
+// starts with the build, so a log read later says which binary wrote it.
+var longCommands = map[string]bool{
+	"rollout": true, "run": true, "eval": true, "nightly": true, "distill": true,
+	"import": true, "sim": true, "serve": true, "synth": true,
+}
+
+// logVersionAtStart logs the build once when a long command's action
+// starts (not for its --help or a usage error).
+func logVersionAtStart(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if !longCommands[c.Name] {
+			continue
+		}
+		wrapActions(c, func() {
+			v := version.Get()
+			slog.Info("ctxopt", "version", v.Version, "revision", v.RevisionLabel(),
+				"go", v.GoVersion, "embedded_model", v.EmbeddedModel)
+		})
+	}
+}
+
+// wrapActions calls before ahead of c's action and its subcommands'.
+func wrapActions(c *cli.Command, before func()) {
+	if a := c.Action; a != nil {
+		c.Action = func(ctx *cli.Context) error {
+			before()
+			return a(ctx)
+		}
+	}
+	for _, sc := range c.Subcommands {
+		wrapActions(sc, before)
 	}
 }
 

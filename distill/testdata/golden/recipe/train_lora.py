@@ -6,6 +6,7 @@
 #     "datasets>=3.0",
 #     "transformers>=5.0",
 #     "accelerate>=1.0",
+#     "pyarrow>=15",
 # ]
 # ///
 """LoRA fine-tuning of a context compressor on this dataset.
@@ -31,6 +32,7 @@ Rows longer than --max-length would lose their completion; TRL leaves them out.
 import argparse
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import torch
 from datasets import load_dataset
 from peft import LoraConfig
@@ -53,12 +55,17 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4, help="rows per device and step")
     args = parser.parse_args()
 
-    files = {split: str(args.data / "data" / f"{split}.parquet") for split in ("train", "validation")}
+    paths = {split: args.data / "data" / f"{split}.parquet" for split in ("train", "validation")}
+    # datasets refuses a split file without rows ("corresponds to no data"):
+    # an empty validation split is left out, and evaluation skipped.
+    files = {split: str(p) for split, p in paths.items() if pq.ParquetFile(p).metadata.num_rows > 0}
+    if "train" not in files:
+        parser.error(f"{paths['train']} has no rows: nothing to train on")
     data = load_dataset("parquet", data_files=files)
     # Only the conversation trains; the metadata columns stay in the files.
     data = data.select_columns(["prompt", "completion"])
     # A step-limited run is a smoke test: it skips the evaluation pass.
-    eval_data = data["validation"] if len(data["validation"]) > 0 and args.max_steps < 0 else None
+    eval_data = data["validation"] if "validation" in data and args.max_steps < 0 else None
 
     peft_config = LoraConfig(
         r=16,
