@@ -150,18 +150,18 @@ func (w *nightly) begin() (resumed bool, err error) {
 		return false, err
 	}
 	log := filepath.Join(w.cfg.Sessions, rollout.TrajectoriesFile)
-	data, ino, from, err := pending(log, c)
-	if err != nil || data == nil {
+	ino, from, to, err := pending(log, c)
+	if err != nil || to == from {
 		if err == nil {
 			slog.Info("nightly: no new sessions since the cursor; nothing to do", "log", log, "offset", c.Offset, "last_night", c.Night)
 		}
 		return false, err
 	}
-	n := Night{File: log, Inode: ino, From: from, To: from + int64(len(data)), Started: time.Now().UTC().Format(time.RFC3339)}
+	n := Night{File: log, Inode: ino, From: from, To: to, Started: time.Now().UTC().Format(time.RFC3339)}
 	if err := w.newNightDir(&n); err != nil {
 		return false, err
 	}
-	if err := writeBytes(filepath.Join(w.dir, nightSessions), data); err != nil {
+	if err := copyRange(log, ino, from, to, filepath.Join(w.dir, nightSessions)); err != nil {
 		return false, err
 	}
 	if err := w.fixIncumbent(&n); err != nil {

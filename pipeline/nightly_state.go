@@ -8,11 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 	"github.com/ctxopt/ctxopt/rollout"
 )
 
@@ -110,75 +110,133 @@ func readJSON(path string, v any) (bool, error) {
 	return true, nil
 }
 
-// pending returns the bytes of the session log past the cursor up to its
-// last complete line, the log's inode and where they start; nil when
-// there is nothing new. A log whose inode changed, or that is shorter
-// than the cursor, was replaced and is read from its start.
-func pending(path string, c Cursor) (data []byte, ino uint64, from int64, err error) {
+// pending finds what of the session log lies past the cursor up to its
+// last complete line: the log's inode and the byte range [from, to), empty
+// when there is nothing new. A log whose inode changed, or that is shorter
+// than the cursor, was replaced and is read from its start. It reads only
+// the tail it needs to find that line's end, whatever the log's size.
+func pending(path string, c Cursor) (ino uint64, from, to int64, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("session log: %w", err)
+		return 0, 0, 0, fmt.Errorf("session log: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("session log: %w", err)
+		return 0, 0, 0, fmt.Errorf("session log: %w", err)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		ino = st.Ino
-	}
+	ino = inode(fi)
 	from = c.Offset
 	if (c.Inode != 0 && ino != c.Inode) || fi.Size() < from {
 		from = 0
 	}
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return nil, 0, 0, fmt.Errorf("session log: %w", err)
-	}
 	// serve may be appending: take what is there now, up to the last
 	// complete line; the rest is the next night's.
-	b, err := io.ReadAll(io.LimitReader(f, fi.Size()-from))
+	to, err = lineEnd(f, from, fi.Size())
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("session log: %w", err)
+		return 0, 0, 0, fmt.Errorf("session log: %w", err)
 	}
-	end := bytes.LastIndexByte(b, '\n') + 1
-	if end == 0 {
-		return nil, ino, from, nil
+	return ino, from, to, nil
+}
+
+func inode(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
 	}
-	return b[:end], ino, from, nil
+	return 0
+}
+
+// lineEnd returns the offset just past the last newline of f in
+// [from, size), or from when there is none, reading backwards in blocks.
+func lineEnd(f *os.File, from, size int64) (int64, error) {
+	buf := make([]byte, 64<<10)
+	for end := size; end > from; {
+		start := max(from, end-int64(len(buf)))
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return from, nil
+}
+
+// copyRange copies bytes [from, to) of the session log at path, which must
+// still be the file of inode ino, to dst atomically, streaming.
+func copyRange(path string, ino uint64, from, to int64, dst string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("session log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("session log: %w", err)
+	}
+	if inode(fi) != ino || fi.Size() < to {
+		return fmt.Errorf("session log %s was replaced while the night began; run again", path)
+	}
+	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {
+		_, err := io.Copy(w, io.NewSectionReader(f, from, to-from))
+		return err
+	})
 }
 
 // nightID is a night's dated id: the UTC time it began.
 func nightID(t time.Time) string { return t.UTC().Format("2006-01-02T150405Z") }
 
 // promotedIn reports whether promotions.jsonl records a promotion by
-// night.
+// night. A torn last line (a kill mid-append) is no promotion, by the
+// format's one rule; any other damaged line is an error.
 func promotedIn(stateDir, night string) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir, PromotionsFile))
+	path := filepath.Join(stateDir, PromotionsFile)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("promotions log: %w", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	defer f.Close()
+	rd := jsonl.NewReader(f, path, jsonl.Limits{})
+	for {
+		line, err := rd.NonBlank()
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
 		var p Promotion
-		if json.Unmarshal([]byte(line), &p) == nil && p.Night == night {
+		if err := json.Unmarshal(line, &p); err != nil {
+			if rd.SkipTorn(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("%s:%d: %w", path, rd.Line(), err)
+		}
+		if p.Night == night {
 			return true, nil
 		}
 	}
-	return false, nil
 }
 
-// logPromotion appends p to promotions.jsonl as one complete line.
+// logPromotion appends p to promotions.jsonl as one complete line, after
+// mending a line an earlier run left torn.
 func logPromotion(stateDir string, p Promotion) error {
-	f, err := os.OpenFile(filepath.Join(stateDir, PromotionsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(stateDir, PromotionsFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("promotions log: %w", err)
 	}
 	line, err := json.Marshal(p)
+	if err == nil {
+		_, _, err = jsonl.Mend(f, jsonl.Limits{})
+	}
 	if err == nil {
 		_, err = f.Write(append(line, '\n'))
 	}
