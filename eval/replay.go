@@ -198,17 +198,12 @@ func HistoryOf(turns []rollout.Turn) []llm.Message {
 	return out
 }
 
-// turnEnd is the index in hist just past its k-th turn.
+// turnEnd is the index in hist just past its k-th turn, by the one turn
+// cut (compress.TurnStarts).
 func turnEnd(hist []llm.Message, k int) int {
-	seen := 0
-	for i, m := range hist {
-		if m.Role != "assistant" {
-			continue
-		}
-		if seen == k {
-			return i
-		}
-		seen++
+	starts := compress.TurnStarts(len(hist), func(i int) string { return hist[i].Role })
+	if k < len(starts) {
+		return starts[k]
 	}
 	return len(hist)
 }
