@@ -23,6 +23,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(rssSpawnEnv) != "" {
+		os.Exit(spawnForRSS(os.Getenv(rssSpawnEnv), os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "optimize-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
