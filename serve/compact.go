@@ -268,29 +268,39 @@ func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 // turn, so no tool call is split from its result). The turns dropped are
 // in the summary under way, which serves from the next request on.
 func (c *compactor) bypass(sp *span, s session, out outcome) (outcome, error) {
-	if len(sp.cuts) == 0 {
+	cut, sent, ok := c.bypassCut(sp, s)
+	if !ok {
 		return out, nil // no turn to cut at: the request goes as sent
-	}
-	fixed := sp.headTok
-	if s.Covered > 0 {
-		fixed += c.tok.Count(s.Summary)
-	}
-	cut := sp.cuts[len(sp.cuts)-1]
-	for i := len(sp.cuts) - 2; i >= 0 && sp.cuts[i] >= sp.conv.head+s.Covered && fixed+sp.tail(sp.cuts[i]) <= c.cfg.Threshold; i-- {
-		cut = sp.cuts[i]
 	}
 	body, err := sp.conv.withSummary(s.Summary, cut)
 	if err != nil {
 		return out, err
 	}
 	out.body, out.compressed, out.bypassed = body, true, true
-	out.sent = fixed + sp.tail(cut)
+	out.sent = sent
 	out.guidelineID, out.link = s.GuidelineID, LinkTruncation
 	c.m.summaryBypassed.Inc()
 	c.m.tokensSaved.Add(float64(max(0, out.original-out.sent)))
 	slog.Info("summary not ready; request truncated", "session", sp.id, "tokens_original", out.original,
 		"tokens_sent", out.sent, "summary_covers", s.Covered, "dropped_messages", cut-sp.conv.head-s.Covered)
 	return out, nil
+}
+
+// bypassCut is where bypass cuts sp with s, and the tokens then sent;
+// ok is false when there is no turn to cut at.
+func (c *compactor) bypassCut(sp *span, s session) (cut, sent int, ok bool) {
+	if len(sp.cuts) == 0 {
+		return 0, 0, false
+	}
+	fixed := sp.headTok
+	if s.Covered > 0 {
+		fixed += c.tok.Count(s.Summary)
+	}
+	cut = sp.cuts[len(sp.cuts)-1]
+	for i := len(sp.cuts) - 2; i >= 0 && sp.cuts[i] >= sp.conv.head+s.Covered && fixed+sp.tail(sp.cuts[i]) <= c.cfg.Threshold; i-- {
+		cut = sp.cuts[i]
+	}
+	return cut, fixed + sp.tail(cut), true
 }
 
 // floor is the history, in tokens, below which no summary is computed.

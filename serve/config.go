@@ -43,6 +43,9 @@ type Config struct {
 	Timeouts    Timeouts    `yaml:"timeouts"`
 	SessionLog  SessionLog  `yaml:"session_log"`
 	Metrics     Metrics     `yaml:"metrics"`
+	// AgentCompaction answers an agent's own compaction requests from the
+	// session's summary (compactreq.go).
+	AgentCompaction AgentCompaction `yaml:"agent_compaction"`
 
 	// keys holds where each key of the file is, so problems name its line.
 	keys yamlpos.Keys
@@ -212,6 +215,9 @@ func Default() Config {
 		Metrics:  Metrics{Auth: MetricsAuthNone},
 		Limits:   Limits{BodyBytes: 8 << 20, Burst: 20, BudgetWindow: 24 * time.Hour},
 		Timeouts: Timeouts{ReadHeader: 10 * time.Second, Read: time.Minute, Write: 10 * time.Minute, Idle: 2 * time.Minute, Drain: 30 * time.Second},
+
+		// Off by default; the phrases are those of the agents documented.
+		AgentCompaction: AgentCompaction{Phrases: DefaultCompactionPhrases},
 	}
 }
 
@@ -369,6 +375,7 @@ func (c Config) Validate() error {
 	if c.Metrics.Auth != MetricsAuthNone && c.Metrics.Auth != MetricsAuthKey {
 		bad("metrics.auth", "%q is unknown; want %s (anyone may scrape) or %s (the API's client keys)", c.Metrics.Auth, MetricsAuthNone, MetricsAuthKey)
 	}
+	c.AgentCompaction.validate(bad)
 	return errors.Join(errs...)
 }
 

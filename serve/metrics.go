@@ -30,6 +30,9 @@ type metrics struct {
 	reloads           *prometheus.CounterVec
 	guideline         *prometheus.GaugeVec
 	sessions          prometheus.GaugeFunc
+	// compactionAnswered counts agents' compaction requests answered
+	// from a summary (compactreq.go).
+	compactionAnswered prometheus.Counter
 }
 
 const ns = "ctxopt_serve"
@@ -68,6 +71,9 @@ func newMetrics(sessions func() float64) *metrics {
 		guideline: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "guideline_info",
 			Help: "The guidelines in service (value 1), by kind and id."}, []string{"kind", "id"}),
 	}
+	m.compactionAnswered = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "compaction_answered_total",
+		Help: "Agents' own compaction requests answered from the session's summary, with no upstream call (agent_compaction)."})
+	m.reg.MustRegister(m.compactionAnswered)
 	m.sessions = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "sessions",
 		Help: "Conversations with a summary in the store."}, sessions)
 	m.reg.MustRegister(buildInfo(), m.requests, m.latency, m.compressions, m.tokensSaved, m.summaryWaited, m.summaryBypassed, m.summaryWait, m.compressorSeconds, m.fallbacks, m.invalid,

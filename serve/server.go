@@ -56,6 +56,8 @@ type Server struct {
 	tok   *llm.Tokenizer
 	// model is the embedded model the endpoints set to embedded use.
 	model *embedded.Server
+	// detect finds agents' compaction requests (nil: agent_compaction off).
+	detect *compactionDetector
 
 	openai, anthropic *upstream
 
@@ -189,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.detect = newCompactionDetector(cfg.AgentCompaction)
 	s.handler = s.routes()
 	return s, nil
 }
@@ -313,16 +316,30 @@ func (s *Server) sweep(ctx context.Context) {
 	}
 }
 
+// routes registers every API route both under /v1 and without it (a base
+// URL given without /v1). What no route serves is a JSON error in the
+// API's shape (apierror.go).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/chat/completions", s.instrument("chat_completions", s.proxyChat(formatOpenAI)))
-	mux.Handle("POST /v1/messages", s.instrument("messages", s.proxyChat(formatAnthropic)))
-	mux.Handle("GET /v1/models", s.instrument("models", http.HandlerFunc(s.models)))
-	mux.Handle("POST /v1/compress", s.instrument("compress", http.HandlerFunc(s.compressAPI)))
-	mux.Handle("POST /v1/sessions/{id}/outcome", s.instrument("outcome", http.HandlerFunc(s.outcome)))
+	api := func(method, path, endpoint string, h http.Handler) {
+		h = s.instrument(endpoint, h)
+		mux.Handle(method+" /v1"+path, h)
+		mux.Handle(method+" "+path, h)
+	}
+	api("POST", "/chat/completions", "chat_completions", s.proxyChat(formatOpenAI))
+	api("POST", "/responses", "responses", s.proxyChat(formatResponses))
+	api("POST", "/responses/compact", "responses_compact", s.passthrough())
+	api("POST", "/embeddings", "embeddings", s.passthrough())
+	api("POST", "/completions", "completions", s.passthrough())
+	api("POST", "/messages", "messages", s.proxyChat(formatAnthropic))
+	api("POST", "/messages/count_tokens", "count_tokens", http.HandlerFunc(s.countTokens))
+	api("GET", "/models", "models", http.HandlerFunc(s.models))
+	api("POST", "/compress", "compress", http.HandlerFunc(s.compressAPI))
+	api("POST", "/sessions/{id}/outcome", "outcome", http.HandlerFunc(s.outcome))
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("/", s.instrument("unrouted", s.noRoute(mux)))
 	return mux
 }
 
@@ -347,9 +364,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	g := s.gl.current()
 	switch {
 	case s.draining.Load():
-		http.Error(w, "draining", http.StatusServiceUnavailable)
+		apiError(w, formatOpenAI, http.StatusServiceUnavailable, "server_error", "draining")
 	case g == nil:
-		http.Error(w, "no promoted history guideline loaded", http.StatusServiceUnavailable)
+		apiError(w, formatOpenAI, http.StatusServiceUnavailable, "server_error", "no promoted history guideline loaded")
 	default:
 		// Degraded still routes (200): with a breaker open, compression
 		// falls back to the next link or to truncation, and requests are
@@ -561,6 +578,9 @@ func (s *Server) proxyChat(f apiFormat) http.HandlerFunc {
 		conv, err := parseConversation(f, body, s.comp.uncounted)
 		if err != nil {
 			apiError(w, f, http.StatusBadRequest, "invalid_request_error", err.Error())
+			return
+		}
+		if s.detect != nil && s.answerCompaction(w, r, conv, tenant) {
 			return
 		}
 		out, err := s.comp.prepare(r.Context(), conv, tenant)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -20,7 +21,18 @@ type apiFormat string
 const (
 	formatOpenAI    apiFormat = "openai"
 	formatAnthropic apiFormat = "anthropic"
+	// formatResponses is the OpenAI Responses API: its input items are
+	// read as messages (responses.go), its errors are OpenAI's.
+	formatResponses apiFormat = "responses"
 )
+
+// errorFormat is the error shape of requests in format f.
+func (f apiFormat) errorFormat() apiFormat {
+	if f == formatAnthropic {
+		return formatAnthropic
+	}
+	return formatOpenAI
+}
 
 // conversation is a proxied request's messages, kept as the raw JSON the
 // client sent (so what is passed on is byte-for-byte what came in) with an
@@ -28,14 +40,22 @@ const (
 type conversation struct {
 	format apiFormat
 	body   []byte
-	// msgs is the "messages" array of body.
+	// msgs is the "messages" array of body (the Responses "input").
 	msgs gjson.Result
-	raw  []string
+	// raw[i] is message i as sent; for the Responses API, one message is
+	// an input item, or a run of the model's output items (its reasoning,
+	// text and tool calls), which are one turn and never cut apart.
+	raw []string
+	// roles[i] is the role of raw[i] ("" for an opaque item).
+	roles []string
+	// opaque[i] marks a provider's compaction item, kept as sent wherever
+	// the conversation is cut and never summarized (its views are empty).
+	opaque []bool
 	// views[i] is raw[i] as llm messages: an Anthropic user message with
 	// tool results is one tool message per result.
 	views [][]llm.Message
-	// system is the Anthropic top-level system prompt (OpenAI keeps it in
-	// the messages).
+	// system is the Anthropic top-level system prompt or the Responses
+	// instructions (OpenAI chat keeps it in the messages).
 	system string
 	// head is the number of opening messages always sent: leading system
 	// messages and the first user message (the task).
@@ -58,21 +78,31 @@ func parseConversation(f apiFormat, body []byte, uncounted func(msgs string) boo
 		return nil, errors.New("body: want a JSON object")
 	}
 	c := &conversation{format: f, body: body}
+	msgsKey, systemKey := "messages", "system"
+	if f == formatResponses {
+		msgsKey, systemKey = "input", "instructions"
+	}
 	// One walk of the top level (a Get per field would pass over the
 	// messages again for each); the first of a repeated field counts.
 	var stream, system gjson.Result
+	stateful := false
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch {
-		case k.Str == "messages" && !c.msgs.Exists():
+		case k.Str == msgsKey && !c.msgs.Exists():
 			c.msgs = v
 		case k.Str == "stream" && !stream.Exists():
 			stream = v
-		case k.Str == "system" && !system.Exists():
+		case k.Str == systemKey && !system.Exists():
 			system = v
+		case f == formatResponses && (k.Str == "previous_response_id" || k.Str == "conversation"):
+			stateful = stateful || v.Exists() && v.Type != gjson.Null
 		}
 		return true
 	})
 	c.stream = stream.Bool()
+	if f == formatResponses {
+		return c, c.parseResponses(system, stateful, uncounted)
+	}
 	if !c.msgs.IsArray() {
 		return nil, errors.New("messages: want an array of messages")
 	}
@@ -104,10 +134,11 @@ func parseConversation(f apiFormat, body []byte, uncounted func(msgs string) boo
 			err = fmt.Errorf("messages[%d]: %w", i, err)
 			return false
 		}
-		c.raw = append(c.raw, m.Raw)
-		if !c.uncounted {
-			c.views = append(c.views, v)
+		opaque := f == formatAnthropic && hasCompactionBlock(m)
+		if opaque {
+			v = nil
 		}
+		c.add(m.Raw, m.Get("role").Str, opaque, v)
 		return true
 	})
 	if err != nil {
@@ -116,19 +147,58 @@ func parseConversation(f apiFormat, body []byte, uncounted func(msgs string) boo
 	if len(c.raw) == 0 {
 		return nil, errors.New("messages: empty; send at least one message")
 	}
+	c.findHead()
+	return c, nil
+}
+
+// add appends one message: its JSON, role, whether it is opaque and its
+// llm views (unused when uncounted).
+func (c *conversation) add(raw, role string, opaque bool, views []llm.Message) {
+	if opaque {
+		role = ""
+	}
+	c.raw = append(c.raw, raw)
+	c.roles = append(c.roles, role)
+	c.opaque = append(c.opaque, opaque)
+	if !c.uncounted {
+		c.views = append(c.views, views)
+	}
+}
+
+// compactionType is the type of a provider's compaction item (OpenAI
+// Responses input) and of an Anthropic compaction content block: opaque
+// context the provider reads, which serve keeps as sent.
+const compactionType = "compaction"
+
+// hasCompactionBlock reports whether the Anthropic message m holds a
+// compaction block.
+func hasCompactionBlock(m gjson.Result) bool {
+	if !strings.Contains(m.Raw, `"`+compactionType+`"`) {
+		return false // the common case, without a walk of the blocks
+	}
+	found := false
+	m.Get("content").ForEach(func(_, b gjson.Result) bool {
+		found = b.Get("type").Str == compactionType
+		return !found
+	})
+	return found
+}
+
+// findHead sets head: the leading system messages and the first user
+// message, always sent.
+func (c *conversation) findHead() {
 	for c.head < len(c.raw) && isSystem(c.role(c.head)) {
 		c.head++
 	}
 	if c.head < len(c.raw) && c.role(c.head) == "user" {
 		c.head++
 	}
-	return c, nil
 }
 
 func isSystem(role string) bool { return role == "system" || role == "developer" }
 
 // role is the wire role of message i.
-func (c *conversation) role(i int) string { return gjson.Get(c.raw[i], "role").Str }
+func (c *conversation) role(i int) string { return c.roles[i] }
 
 // task is the text of the first user message (the agent's instruction).
 func (c *conversation) task() string {
@@ -180,25 +250,26 @@ func (c *conversation) withSummary(summary string, cut int) ([]byte, error) {
 			return nil, err
 		}
 	}
+	// The opaque messages of [head, cut) stay, in order, before the
+	// summary: the provider reads them, serve cannot.
+	kept := slices.Clone(c.raw[:c.head])
+	for i := c.head; i < cut; i++ {
+		if c.opaque[i] {
+			kept = append(kept, c.raw[i])
+		}
+	}
+	if msg != nil {
+		kept = append(kept, string(msg))
+	}
+	kept = append(kept, c.raw[cut:]...)
 	var arr bytes.Buffer
 	arr.Grow(len(c.msgs.Raw))
 	arr.WriteByte('[')
-	for i, r := range c.raw[:c.head] {
+	for i, r := range kept {
 		if i > 0 {
 			arr.WriteByte(',')
 		}
 		arr.WriteString(r)
-	}
-	n := c.head
-	for _, r := range append([]string{string(msg)}, c.raw[cut:]...) {
-		if r == "" {
-			continue
-		}
-		if n > 0 {
-			arr.WriteByte(',')
-		}
-		arr.WriteString(r)
-		n++
 	}
 	arr.WriteByte(']')
 	idx := c.msgs.Index

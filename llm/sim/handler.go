@@ -56,7 +56,8 @@ type handler struct {
 
 // NewHandler returns the model as an http.Handler serving POST
 // /v1/chat/completions (streamed on request), POST /v1/messages (Anthropic
-// format), POST /v1/embeddings, GET /v1/models and GET /healthz.
+// format), POST /v1/responses (OpenAI Responses format), POST
+// /v1/embeddings, GET /v1/models and GET /healthz.
 func NewHandler(cfg Config) (http.Handler, error) { return newHandler(cfg) }
 
 func newHandler(cfg Config) (*handler, error) {
@@ -114,6 +115,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		method, serve = http.MethodPost, h.embeddings
 	case "/v1/messages":
 		method, serve = http.MethodPost, h.messages
+	case "/v1/responses":
+		method, serve = http.MethodPost, h.responses
 	case "/v1/models":
 		method, serve = http.MethodGet, h.models
 	case LinguaPath:
@@ -124,7 +127,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "ok\n")
 		}
 	default:
-		writeError(w, http.StatusNotFound, "invalid_request_error", "", fmt.Sprintf("no endpoint %s; the embedded model serves /v1/chat/completions, /v1/messages, /v1/embeddings and /v1/models", r.URL.Path))
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", fmt.Sprintf("no endpoint %s; the embedded model serves /v1/chat/completions, /v1/messages, /v1/responses, /v1/embeddings and /v1/models", r.URL.Path))
 		return
 	}
 	if r.Method != method {
