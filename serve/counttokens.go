@@ -8,13 +8,13 @@ import (
 )
 
 // countTokens answers POST /v1/messages/count_tokens (Anthropic) itself,
-// with the input tokens the upstream would receive for these messages
-// now: compressed with the session's summary as it stands (or truncated
-// as a request past the threshold without one would be), counted with
-// compression.encoding, system prompt and tools' JSON included. An agent
-// that sizes its context by this count sees the compressed size, so it
-// does not compact a conversation serve already keeps short. It starts no
-// summary and sends nothing upstream.
+// with the input tokens of the request the upstream would receive for
+// these messages now: compressed with the session's summary as it stands
+// (or cut as a request past the threshold without one would be), counted
+// with compression.encoding: system prompt, tools' JSON and every message
+// of that body. An agent that sizes its context by this count sees the
+// compressed size, so it does not compact a conversation serve already
+// keeps short. It starts no summary and sends nothing upstream.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	tenant, body, ok := s.accept(w, r, formatAnthropic)
 	if !ok {
@@ -25,31 +25,58 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 		apiError(w, formatAnthropic, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	original, sent, id := s.comp.measure(conv, tenant)
-	fixed := s.tok.Count(conv.system) + s.tok.Count(gjson.GetBytes(body, "tools").Raw)
+	tools := gjson.GetBytes(body, "tools").Raw
+	original := s.inputTokens(conv, tools)
+	sent := original
+	summary, cut, id := s.comp.measure(conv, tenant)
+	if cut > 0 {
+		b, err := conv.withSummary(summary, cut)
+		if err == nil {
+			conv, err = parseConversation(formatAnthropic, b, nil)
+		}
+		if err != nil {
+			apiError(w, formatAnthropic, http.StatusInternalServerError, "api_error", "could not compress the messages: "+err.Error())
+			return
+		}
+		sent = s.inputTokens(conv, tools)
+	}
 	h := w.Header()
 	h.Set(HeaderSession, id)
-	h.Set(HeaderCompressed, strconv.FormatBool(sent < original))
-	h.Set(HeaderTokensIn, strconv.Itoa(fixed+original))
-	h.Set(HeaderTokensSent, strconv.Itoa(fixed+sent))
-	writeJSON(w, map[string]int{"input_tokens": fixed + sent})
+	h.Set(HeaderCompressed, strconv.FormatBool(cut > 0))
+	h.Set(HeaderTokensIn, strconv.Itoa(original))
+	h.Set(HeaderTokensSent, strconv.Itoa(sent))
+	writeJSON(w, map[string]int{"input_tokens": sent})
 }
 
-// measure is the size of conv's messages as sent and as prepare would send
-// them now, with no side effect: below the threshold as they are; past it
-// with the session's summary when that fits, else cut as bypass cuts.
-func (c *compactor) measure(conv *conversation, tenant string) (original, sent int, session string) {
+// inputTokens counts a decoded request: its system prompt, its tools'
+// JSON and every message (an opaque one as the tokens of its JSON).
+func (s *Server) inputTokens(conv *conversation, tools string) int {
+	n := s.tok.Count(conv.system) + s.tok.Count(tools)
+	for i, v := range conv.views {
+		if conv.opaque[i] {
+			n += s.tok.Count(conv.raw[i])
+		}
+		for _, m := range v {
+			n += s.tok.CountMessage(m)
+		}
+	}
+	return n
+}
+
+// measure is how prepare would send conv now, with no side effect: as it
+// is (cut 0) below the threshold, else cut at cut after the summary, with
+// the session's summary when that fits and as bypass cuts otherwise.
+func (c *compactor) measure(conv *conversation, tenant string) (summary string, cut int, session string) {
 	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast, c.cfg.KeepTokens)
-	original = sp.headTok + sp.tail(conv.head)
-	if original <= c.cfg.Threshold {
-		return original, original, sp.id
+	if sp.headTok+sp.tail(conv.head) <= c.cfg.Threshold {
+		return "", 0, sp.id
 	}
 	s := c.session(sp)
-	if v := c.view(sp, s); v <= c.cfg.Threshold {
-		return original, v, sp.id
+	if s.Covered > 0 && c.view(sp, s) <= c.cfg.Threshold {
+		return s.Summary, conv.head + s.Covered, sp.id
 	}
-	if _, n, ok := c.bypassCut(sp, s); ok {
-		return original, n, sp.id
+	if cut, _, ok := c.bypassCut(sp, s); ok {
+		return s.Summary, cut, sp.id
 	}
-	return original, original, sp.id
+	return "", 0, sp.id
 }
