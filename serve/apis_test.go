@@ -35,7 +35,7 @@ func responsesConversation(steps int, tag string, extra ...map[string]any) []byt
 	}
 	body, _ := json.Marshal(map[string]any{"model": sim.ModelName, "instructions": "You answer questions by searching.", "input": input,
 		"context_management": []map[string]any{{"type": "compaction", "compact_threshold": 200000}},
-		"tools": []map[string]any{{"type": "function", "name": "search", "description": "search", "parameters": map[string]any{"type": "object"}}}})
+		"tools":              []map[string]any{{"type": "function", "name": "search", "description": "search", "parameters": map[string]any{"type": "object"}}}})
 	return body
 }
 
