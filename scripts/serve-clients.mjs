@@ -1,12 +1,17 @@
 // serve-clients drives optimize serve with the official OpenAI and Anthropic
 // SDKs (from .cache/node, installed by scripts/install-test-tools.sh): plain
 // chat, streaming, tool calls and a long tool-using conversation in each
-// format. It prints one JSON line per check:
+// format (chat completions, the Responses API, Anthropic messages), then
+// Anthropic's count_tokens and an agent's compaction request. It prints one
+// JSON line per check:
 //   {"check": NAME, "ok": bool, "detail": ..., "compressed": N, "saved": N, "guideline": ID, "backend": LINK}
 // and exits 1 if any check failed.
-// Usage: node scripts/serve-clients.mjs BASE_URL API_KEY STEPS [HELLO_REPLY]
+// Usage: node scripts/serve-clients.mjs BASE_URL API_KEY STEPS [HELLO_REPLY [COMPACTION [ONLY]]]
 // HELLO_REPLY is the embedded model's answer to a plain chat (sim.ChatReply),
-// which the hello-world checks expect.
+// which the hello-world checks expect. COMPACTION says whether serve's
+// agent_compaction detector is on (the compaction request is answered from
+// the summary) or off (it is forwarded); default on. ONLY runs just the
+// checks whose name contains it.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +21,7 @@ const require = createRequire(path.join(root, '.cache', 'node', 'package.json'))
 const OpenAI = require('openai').default;
 const Anthropic = require('@anthropic-ai/sdk').default;
 
-const [base, apiKey, stepsArg, helloReply] = process.argv.slice(2);
+const [base, apiKey, stepsArg, helloReply, compaction = 'on', only = ''] = process.argv.slice(2);
 if (!base || !apiKey) {
   console.error('usage: node scripts/serve-clients.mjs BASE_URL API_KEY [STEPS]');
   process.exit(2);
@@ -39,6 +44,7 @@ const report = (check, ok, detail, extra = {}) => {
   console.log(JSON.stringify({ check, ok, detail, ...extra }));
 };
 const run = async (check, fn) => {
+  if (!check.includes(only)) return;
   try {
     await fn();
   } catch (e) {
@@ -131,6 +137,73 @@ await run('openai long tool conversation', async () => {
   report('openai long tool conversation', compressed > 0 && saved > 0 && guideline !== '' && backend !== '', { steps }, { compressed, saved, guideline, backend });
 });
 
+const rsTools = oaTools.map((t) => ({ type: 'function', ...t.function }));
+
+await run('openai responses hello world', async () => {
+  const { data, response } = await openai.responses.create({ model, input: 'hi' }).withResponse();
+  report('openai responses hello world', response.status === 200 && data.output_text === helloReply, data.output_text);
+});
+
+await run('openai responses streaming', async () => {
+  const input = 'Summarize: the river floods every spring and feeds the valley farms.';
+  const whole = await openai.responses.create({ model, input }, plain);
+  const { data: stream, response } = await openai.responses.create({ model, input, stream: true }, plain).withResponse();
+  const types = [];
+  let text = '';
+  let final = null;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.completed') final = ev.response;
+  }
+  const ok = types[0] === 'response.created' && types.at(-1) === 'response.completed' && text.length > 0 &&
+    text === whole.output_text && final?.output?.[0]?.content?.[0]?.text === text &&
+    (response.headers.get('content-type') || '').startsWith('text/event-stream');
+  report('openai responses streaming', ok, { events: types.length, same: text === whole.output_text });
+});
+
+await run('openai responses tool call', async () => {
+  const r = await openai.responses.create({ model, instructions: system, tools: rsTools, input: task });
+  const call = r.output.find((o) => o.type === 'function_call');
+  report('openai responses tool call', toolNames.has(call?.name) && isObject(JSON.parse(call.arguments)) && typeof call.call_id === 'string', call);
+});
+
+await run('openai responses streamed tool call', async () => {
+  const stream = await openai.responses.create({ model, instructions: system, tools: rsTools, input: task, stream: true });
+  let name = '';
+  let args = '';
+  for await (const ev of stream) {
+    if (ev.type === 'response.output_item.added' && ev.item.type === 'function_call') name = ev.item.name;
+    if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+  }
+  report('openai responses streamed tool call', toolNames.has(name) && isObject(JSON.parse(args)), { name, args });
+});
+
+await run('openai responses long tool conversation', async () => {
+  const input = [{ role: 'user', content: task }];
+  let compressed = 0;
+  let saved = 0;
+  let guideline = '';
+  let backend = '';
+  for (let i = 0; i < steps; i++) {
+    const { data, response } = await openai.responses.create({ model, instructions: system, tools: rsTools, input }).withResponse();
+    if (response.headers.get('x-ctxopt-compressed') === 'true') {
+      compressed++;
+      saved += Number(response.headers.get('x-ctxopt-tokens-saved'));
+      guideline = response.headers.get('x-ctxopt-guideline');
+      backend = response.headers.get('x-ctxopt-backend');
+    }
+    // The output items go back as input, each call followed by its output.
+    for (const item of data.output) {
+      input.push(item);
+    }
+    for (const c of data.output.filter((o) => o.type === 'function_call')) {
+      input.push({ type: 'function_call_output', call_id: c.call_id, output: observation(i) });
+    }
+  }
+  report('openai responses long tool conversation', compressed > 0 && saved > 0 && guideline !== '' && backend !== '', { steps }, { compressed, saved, guideline, backend });
+});
+
 await run('anthropic plain chat', async () => {
   const { data, response } = await anthropic.messages.create({ model, max_tokens: 256, messages: [{ role: 'user', content: 'Summarize: the sky is blue.' }] }, plain).withResponse();
   const text = data.content.find((b) => b.type === 'text')?.text;
@@ -161,25 +234,64 @@ await run('anthropic streamed tool call', async () => {
   report('anthropic streamed tool call', toolNames.has(use?.name) && isObject(use.input), use);
 });
 
-await run('anthropic long tool conversation', async () => {
+// anthropicLong runs the long Anthropic tool conversation once and returns
+// its messages and what the proxy said about each request.
+let longRun = null;
+const anthropicLong = async () => {
+  if (longRun) return longRun;
   const messages = [{ role: 'user', content: task }];
-  let compressed = 0;
-  let saved = 0;
-  let guideline = '';
-  let backend = '';
+  const res = { messages, compressed: 0, saved: 0, guideline: '', backend: '' };
   for (let i = 0; i < steps; i++) {
     const { data, response } = await anthropic.messages.create({ model, max_tokens: 256, system, tools: anTools, messages }).withResponse();
     if (response.headers.get('x-ctxopt-compressed') === 'true') {
-      compressed++;
-      saved += Number(response.headers.get('x-ctxopt-tokens-saved'));
-      guideline = response.headers.get('x-ctxopt-guideline');
-      backend = response.headers.get('x-ctxopt-backend');
+      res.compressed++;
+      res.saved += Number(response.headers.get('x-ctxopt-tokens-saved'));
+      res.guideline = response.headers.get('x-ctxopt-guideline');
+      res.backend = response.headers.get('x-ctxopt-backend');
     }
     messages.push({ role: 'assistant', content: data.content });
     const results = data.content.filter((b) => b.type === 'tool_use').map((b) => ({ type: 'tool_result', tool_use_id: b.id, content: observation(i) }));
     messages.push({ role: 'user', content: results.length ? results : 'call a tool' });
   }
+  longRun = res;
+  return res;
+};
+
+await run('anthropic long tool conversation', async () => {
+  const { compressed, saved, guideline, backend } = await anthropicLong();
   report('anthropic long tool conversation', compressed > 0 && saved > 0 && guideline !== '' && backend !== '', { steps }, { compressed, saved, guideline, backend });
+});
+
+await run('anthropic count_tokens', async () => {
+  const { messages } = await anthropicLong();
+  const { data, response } = await anthropic.messages.countTokens({ model, system, tools: anTools, messages }).withResponse();
+  const original = Number(response.headers.get('x-ctxopt-tokens-original'));
+  const ok = Number.isInteger(data.input_tokens) && data.input_tokens > 0 && data.input_tokens < original &&
+    response.headers.get('x-ctxopt-compressed') === 'true';
+  report('anthropic count_tokens', ok, { input_tokens: data.input_tokens, uncompressed: original });
+});
+
+// Claude Code's compaction request: the conversation and a last user
+// message asking for a summary of it, streamed.
+await run('anthropic compaction request', async () => {
+  const { messages } = await anthropicLong();
+  const ask = 'Your task is to create a detailed summary of the conversation so far, paying close attention to the user\'s explicit requests and your previous actions.';
+  // The last turn's tool results and the request in one user message, as Claude Code sends it.
+  const last = messages.at(-1);
+  const content = [...(Array.isArray(last.content) ? last.content : [{ type: 'text', text: last.content }]), { type: 'text', text: ask }];
+  const { data: stream, response } = await anthropic.messages.create({ model, max_tokens: 256, system, tools: anTools, stream: true,
+    messages: [...messages.slice(0, -1), { role: 'user', content }] }).withResponse();
+  let text = '';
+  let stop = '';
+  for await (const ev of stream) {
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'text_delta') text += ev.delta.text;
+    if (ev.type === 'message_delta') stop = ev.delta.stop_reason;
+  }
+  const answered = response.headers.get('x-ctxopt-compaction') === 'summary';
+  const ok = compaction === 'on'
+    ? answered && text.startsWith('Summary of this conversation so far') && stop === 'end_turn'
+    : !answered && stop !== '' && !text.startsWith('Summary of this conversation so far');
+  report('anthropic compaction request', ok, { compaction, answered, stop, text: text.slice(0, 120) });
 });
 
 await run('missing key', async () => {
