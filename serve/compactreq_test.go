@@ -98,21 +98,25 @@ const compactPrompt = "Your task is to create a detailed summary of the conversa
 func TestCompactionRequest(t *testing.T) {
 	ask := map[string]any{"role": "user", "content": compactPrompt}
 	for _, c := range []struct {
-		name      string
-		on        bool
-		warm      bool // a long request first, so the session has a summary
-		last      map[string]any
-		stream    bool
-		answered  bool
-		anthropic bool
+		name     string
+		on       bool
+		warm     bool // a long request first, so the session has a summary
+		last     map[string]any
+		stream   bool
+		answered bool
+		api      apiFormat
 	}{
-		{"on", true, true, ask, false, true, true},
-		{"on, streamed", true, true, ask, true, true, true},
-		{"on, pattern", true, true, map[string]any{"role": "user", "content": "Please COMPACT-NOW the chat"}, false, true, true},
-		{"off", false, true, ask, false, false, true},
-		{"on, no summary yet", true, false, ask, false, false, true},
-		{"on, other message", true, true, map[string]any{"role": "user", "content": "go on"}, false, false, true},
-		{"on, chat completions streamed", true, true, ask, true, true, false},
+		{"on", true, true, ask, false, true, formatAnthropic},
+		{"on, streamed", true, true, ask, true, true, formatAnthropic},
+		{"on, pattern", true, true, map[string]any{"role": "user", "content": "Please COMPACT-NOW the chat"}, false, true, formatAnthropic},
+		{"off", false, true, ask, false, false, formatAnthropic},
+		{"on, no summary yet", true, false, ask, false, false, formatAnthropic},
+		{"on, other message", true, true, map[string]any{"role": "user", "content": "go on"}, false, false, formatAnthropic},
+		{"on, chat completions", true, true, ask, false, true, formatOpenAI},
+		{"on, chat completions streamed", true, true, ask, true, true, formatOpenAI},
+		{"on, responses", true, true, ask, false, true, formatResponses},
+		{"on, responses streamed", true, true, ask, true, true, formatResponses},
+		{"off, responses", false, true, ask, false, false, formatResponses},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up := newRecUpstream(t, sim.Config{})
@@ -129,10 +133,20 @@ func TestCompactionRequest(t *testing.T) {
 				out, _ := json.Marshal(map[string]any{"model": sim.ModelName, "messages": append(msgs, extra...), "stream": c.stream && len(extra) > 0})
 				return out
 			}
-			if c.anthropic {
+			switch c.api {
+			case formatAnthropic:
 				path, hdr = "/v1/messages", anthropicHeader
 				body = func(extra ...map[string]any) []byte {
 					return bytes.Replace(anthropicConversation(6, extra...), []byte(`{"max_tokens"`), []byte(`{"stream":`+strconv.FormatBool(c.stream && len(extra) > 0)+`,"max_tokens"`), 1)
+				}
+			case formatResponses:
+				path = "/v1/responses"
+				body = func(extra ...map[string]any) []byte {
+					b := responsesConversation(3, "c")
+					var input []map[string]any
+					_ = json.Unmarshal([]byte(gjson.GetBytes(b, "input").Raw), &input)
+					out, _ := json.Marshal(map[string]any{"model": sim.ModelName, "input": append(input, extra...), "stream": c.stream && len(extra) > 0})
+					return out
 				}
 			}
 			if c.warm {
@@ -157,7 +171,7 @@ func TestCompactionRequest(t *testing.T) {
 			if !c.answered {
 				return
 			}
-			text := answerText(t, c.anthropic, c.stream, b)
+			text := answerText(t, c.api, c.stream, b)
 			if !strings.HasPrefix(text, "Summary of this conversation so far") || !strings.Contains(text, "The most recent turns, verbatim:") ||
 				!strings.Contains(text, "action: search(") || resp.Header.Get(HeaderGuideline) != promoted {
 				t.Errorf("answer %q, guideline %q", text, resp.Header.Get(HeaderGuideline))
@@ -169,20 +183,21 @@ func TestCompactionRequest(t *testing.T) {
 	}
 }
 
-// answerText is the text of an answer, whole or streamed, in either API.
-func answerText(t *testing.T, anthropic, stream bool, b []byte) string {
+// answerText is the text of an answer, whole or streamed, in api.
+func answerText(t *testing.T, api apiFormat, stream bool, b []byte) string {
 	t.Helper()
-	if !stream && anthropic {
-		return gjson.GetBytes(b, "content.0.text").Str
-	}
 	if !stream {
-		return gjson.GetBytes(b, "choices.0.message.content").Str
+		return gjson.GetBytes(b, map[apiFormat]string{formatAnthropic: "content.0.text", formatOpenAI: "choices.0.message.content",
+			formatResponses: "output.0.content.0.text"}[api]).Str
 	}
 	var text strings.Builder
 	for _, line := range strings.Split(string(b), "\n") {
 		d, ok := strings.CutPrefix(line, "data: ")
 		if !ok || d == "[DONE]" {
 			continue
+		}
+		if gjson.Get(d, "type").Str == "response.output_text.delta" {
+			text.WriteString(gjson.Get(d, "delta").Str)
 		}
 		text.WriteString(gjson.Get(d, "delta.text").Str + gjson.Get(d, "choices.0.delta.content").Str)
 	}

@@ -26,14 +26,6 @@ const (
 	formatResponses apiFormat = "responses"
 )
 
-// errorFormat is the error shape of requests in format f.
-func (f apiFormat) errorFormat() apiFormat {
-	if f == formatAnthropic {
-		return formatAnthropic
-	}
-	return formatOpenAI
-}
-
 // conversation is a proxied request's messages, kept as the raw JSON the
 // client sent (so what is passed on is byte-for-byte what came in) with an
 // llm.Message view of each for counting and compressing.
@@ -100,16 +92,29 @@ func parseConversation(f apiFormat, body []byte, uncounted func(msgs string) boo
 		return true
 	})
 	c.stream = stream.Bool()
+	var err error
 	if f == formatResponses {
-		return c, c.parseResponses(system, stateful, uncounted)
+		err = c.parseResponses(system, stateful, uncounted)
+	} else {
+		err = c.parseMessages(system, uncounted)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parseMessages reads the messages and system prompt of a chat completion
+// or Anthropic request.
+func (c *conversation) parseMessages(system gjson.Result, uncounted func(msgs string) bool) error {
+	f := c.format
 	if !c.msgs.IsArray() {
-		return nil, errors.New("messages: want an array of messages")
+		return errors.New("messages: want an array of messages")
 	}
 	if f == formatAnthropic {
 		sys, err := llm.AnthropicText(system)
 		if err != nil {
-			return nil, fmt.Errorf("system: %w", err)
+			return fmt.Errorf("system: %w", err)
 		}
 		c.system = sys
 	}
@@ -142,13 +147,13 @@ func parseConversation(f apiFormat, body []byte, uncounted func(msgs string) boo
 		return true
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(c.raw) == 0 {
-		return nil, errors.New("messages: empty; send at least one message")
+		return errors.New("messages: empty; send at least one message")
 	}
 	c.findHead()
-	return c, nil
+	return nil
 }
 
 // add appends one message: its JSON, role, whether it is opaque and its
