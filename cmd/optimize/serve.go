@@ -28,10 +28,12 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve the compression API and the OpenAI/Anthropic proxy that compresses long conversations",
-		Description: "Proxies POST /v1/chat/completions, POST /v1/messages and GET /v1/models to the configured upstreams,\n" +
-			"compressing conversations past compression.threshold with the registry's promoted guideline (student →\n" +
-			"teacher → truncation), and serves POST /v1/compress, /metrics, /healthz and /readyz. SIGHUP reloads the\n" +
-			"guideline; SIGTERM drains in-flight requests.",
+		Description: "Proxies POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and GET /v1/models to the\n" +
+			"configured upstreams, compressing conversations past compression.threshold with the registry's promoted\n" +
+			"guideline (student → teacher → truncation); passes /v1/embeddings, /v1/completions and /v1/responses/compact\n" +
+			"through; answers POST /v1/messages/count_tokens with the compressed size, and serves POST /v1/compress,\n" +
+			"/metrics, /healthz and /readyz (every /v1 route also without /v1). SIGHUP reloads the guideline; SIGTERM\n" +
+			"drains in-flight requests.",
 		Flags:  flags,
 		Action: serveRun,
 		Subcommands: []*cli.Command{{
