@@ -274,3 +274,48 @@ func TestErrorShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestAnthropicCompactionBlockKept: a message holding an Anthropic
+// compaction block is never summarized or dropped: when the turns around
+// it are compressed it goes as sent, before the summary.
+func TestAnthropicCompactionBlockKept(t *testing.T) {
+	up := newRecUpstream(t, sim.Config{})
+	dir, _, _ := registry(t)
+	_, url := start(t, testConfig(t, up.url(), up.url(), dir))
+	block := map[string]any{"role": "assistant", "content": []map[string]any{{"type": "compaction", "content": "Earlier: the river of Ostrel is the Vell."}}}
+	body := anthropicConversation(6)
+	var req map[string]any
+	_ = json.Unmarshal(body, &req)
+	msgs := req["messages"].([]any)
+	req["messages"] = append([]any{msgs[0], block, map[string]any{"role": "user", "content": "go on"}}, msgs[1:]...)
+	req["context_management"] = map[string]any{"edits": []map[string]any{{"type": "compact_20260112"}}}
+	body, _ = json.Marshal(req)
+	resp, b := post(t, url+"/v1/messages", body, anthropicHeader)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderCompressed) != "true" {
+		t.Fatalf("status %d compressed %q: %s", resp.StatusCode, resp.Header.Get(HeaderCompressed), b)
+	}
+	sent, _ := up.last()
+	got := gjson.GetBytes(sent, "messages").Array()
+	if len(got) < 4 || got[1].Raw != mustJSON(block) || !strings.Contains(got[2].Get("content").Str, "older turns were compressed") {
+		t.Fatalf("layout: %s", gjson.GetBytes(sent, "messages.#.role").Raw)
+	}
+	if gjson.GetBytes(sent, "context_management").Raw != mustJSON(req["context_management"]) {
+		t.Errorf("context_management: %s", gjson.GetBytes(sent, "context_management").Raw)
+	}
+	checkPairsIn(t, formatAnthropic, sent)
+}
+
+// TestReadyzErrorIsJSON: /readyz's 503 is a JSON error too.
+func TestReadyzErrorIsJSON(t *testing.T) {
+	up := newRecUpstream(t, sim.Config{})
+	_, url := start(t, testConfig(t, up.url(), up.url(), t.TempDir()))
+	resp, err := client.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || gjson.GetBytes(b, "error.message").Str != "no promoted history guideline loaded" {
+		t.Errorf("%d %s", resp.StatusCode, b)
+	}
+}
