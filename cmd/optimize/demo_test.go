@@ -39,20 +39,12 @@ func demoEvalArgs(t *testing.T) []string {
 	return nil
 }
 
-// TestDemoStrategies runs `make demo`'s strategy comparison (its job, split
-// and candidates, the selected guideline from a file) on the first 30
-// tasks, and checks what README's "Reading the demo table" says of each
-// strategy there, as mechanics of the embedded model, not its quality:
-// every strategy solves some tasks; retrieval, which keeps as many turns as
-// fifo but chooses them by the next question, solves more; fifo, whose
-// kept turns the agent can read, more than llmlingua, whose pruned
-// sentences it cannot; the selected guideline, which copies facts word for
-// word, at least as many as the naive prompt, which drops some; plan-aware,
-// whose summary forgets answered questions, fewer; and every strategy
-// shows the agent a smaller peak context than none.
-func TestDemoStrategies(t *testing.T) {
-	dir := t.TempDir()
-	var args []string
+// demoEvalForTest is demoEvalArgs for a test: the job cut to its first
+// 30 tasks with a private cache, the selected guideline read from its
+// file (there is no run to read it from), the output in out.
+func demoEvalForTest(t *testing.T, dir, out string) []string {
+	t.Helper()
+	args := []string{"eval"}
 	from := demoEvalArgs(t)
 	for i := 0; i < len(from); i++ {
 		switch a := from[i]; a {
@@ -62,14 +54,30 @@ func TestDemoStrategies(t *testing.T) {
 			}))
 			i++
 		case "--run", "--out":
-			i++ // no run to read: the guideline comes from a file
+			i++
 		case "--replace":
 		default:
 			args = append(args, strings.Replace(a, "guideline=selected", "guideline="+demoSelectedGuideline, 1))
 		}
 	}
+	return append(args, "--out", out)
+}
+
+// TestDemoStrategies runs `make demo`'s strategy comparison (its job, split
+// and candidates) on 30 tasks and checks what README's "Reading the demo
+// table" says of each strategy there, as mechanics of the embedded model,
+// not its quality: every strategy solves some tasks; retrieval, which
+// keeps as many turns as fifo but chooses them by the next question,
+// solves more; fifo, whose kept turns the agent can read, more than
+// llmlingua, whose pruned sentences it cannot; the selected guideline,
+// which copies facts word for word, at least as many as the naive prompt,
+// which drops some; plan-aware, whose summary forgets answered questions,
+// fewer; and every strategy shows the agent a smaller peak context than
+// none.
+func TestDemoStrategies(t *testing.T) {
+	dir := t.TempDir()
 	out := filepath.Join(dir, "strategies")
-	code, stdout, stderr := runCLI(t, append(append([]string{"eval"}, args...), "--out", out)...)
+	code, stdout, stderr := runCLI(t, demoEvalForTest(t, dir, out)...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -91,12 +99,13 @@ func TestDemoStrategies(t *testing.T) {
 		return a.Metrics[m].Point
 	}
 	success := func(name string) float64 { return metric(name, eval.MetricSuccess) }
+	nonePeak := metric("none", eval.MetricPeakTokens)
 	for _, a := range res.Summary.Candidates {
-		if s := a.Metrics[eval.MetricSuccess].Point; s == 0 {
+		if success(a.Name) == 0 {
 			t.Errorf("%s solves no task", a.Name)
 		}
-		if a.Name != "none" && metric(a.Name, eval.MetricPeakTokens) >= metric("none", eval.MetricPeakTokens) {
-			t.Errorf("%s: peak %.0f tokens, not below none's %.0f", a.Name, metric(a.Name, eval.MetricPeakTokens), metric("none", eval.MetricPeakTokens))
+		if peak := metric(a.Name, eval.MetricPeakTokens); a.Name != "none" && peak >= nonePeak {
+			t.Errorf("%s: peak %.0f tokens, not below none's %.0f", a.Name, peak, nonePeak)
 		}
 	}
 	for _, c := range []struct{ more, less string }{
