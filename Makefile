@@ -13,10 +13,15 @@ build:
 # guideline is promoted past the gate of the run's own test-split evaluation
 # (success not 5 points below the starting guideline's, on the paired 95%
 # interval) into the registry serve.example.yaml serves, so
-# `optimize serve --config serve.example.yaml` starts as it is.
+# `optimize serve --config serve.example.yaml` starts as it is. Between the
+# two, every strategy on jobs/demo-strategies.yaml's task set (the same qa
+# questions answered one at a time under a search budget, where what each
+# strategy keeps shows; README, "Reading the demo table"), the guideline
+# strategy with the run's selected guideline; cmd/optimize's
+# TestDemoStrategies runs this command on 30 of its tasks.
 demo: build
 	@./$(BIN) run --config jobs/demo.yaml --out runs/demo --replace
-	@./$(BIN) eval --config jobs/demo.yaml --split train --run runs/demo --replace \
+	@./$(BIN) eval --config jobs/demo-strategies.yaml --split test --run runs/demo --replace \
 	  --candidate none=none --candidate fifo=fifo --candidate retrieval=retrieval \
 	  --candidate llmlingua=llmlingua --candidate prompting=prompting \
 	  --candidate guideline=guideline,guideline=selected \

@@ -45,16 +45,23 @@ func TestMain(m *testing.M) {
 // YAML appended (later keys win).
 func writeJob(t *testing.T, dir string, edit func(string) string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../jobs/demo.yaml")
+	return writeJobFile(t, dir, "../../jobs/demo.yaml", edit)
+}
+
+// writeJobFile writes the job file at src with a private cache, edited by
+// edit when it is not nil.
+func writeJobFile(t *testing.T, dir, src string, edit func(string) string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := strings.Replace(string(b), "path: .cache/llm.db", "path: "+filepath.Join(dir, "cache", "llm.db"), 1)
+	job := strings.Replace(string(b), "path: .cache/llm.db", "path: "+filepath.Join(dir, "cache", "llm.db"), 1)
 	if edit != nil {
-		src = edit(src)
+		job = edit(job)
 	}
 	path := filepath.Join(dir, "job.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(job), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
