@@ -133,7 +133,7 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := Report(&out, dir, sum); err != nil {
+	if err := Report(&out, dir, sum, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The report is in report.md; the writer gets a brief naming it.
