@@ -73,7 +73,8 @@ func outcome(a armSpec, c, i, s int, task string, tasks int) eval.Outcome {
 	return o
 }
 
-// strategiesFixture is make demo's strategy comparison: eight candidates,
+// strategiesFixture is make demo's strategy comparison, two samples per
+// task (so the per-task variance tables are there too): eight candidates,
 // five of them crowded at 0% success with nearly the same peak tokens, the
 // case whose labels used to overlap.
 func strategiesFixture(t *testing.T) *eval.Result {
@@ -93,7 +94,7 @@ func strategiesFixture(t *testing.T) *eval.Result {
 		}
 		arms[i].text = arms[i].name + "=" + arms[i].text
 	}
-	return fixture(t, arms, 20, 1)
+	return fixture(t, arms, 20, 2)
 }
 
 // runFixture is a run whose registry has another guideline promoted: its

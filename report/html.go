@@ -26,7 +26,7 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}
 .notice{background:#fff4d6;border:1px solid #e0c060;padding:.6em 1em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1.5em;max-width:100%}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;vertical-align:top}td{overflow-wrap:anywhere}td:first-child{overflow-wrap:normal}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;vertical-align:top;overflow-wrap:break-word}table.wide td{overflow-wrap:anywhere}
 th{background:#f3f3f3;cursor:pointer;user-select:none}td:first-child,th:first-child{text-align:left}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plot{border:1px solid #ddd;max-width:100%;height:auto}
 .legend{cursor:pointer}.off{opacity:.12}
@@ -114,7 +114,7 @@ pre.guideline,pre.diff{white-space:pre-wrap;overflow-wrap:anywhere;background:#f
 </script>
 </body>
 </html>
-{{define "table"}}<table><thead><tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr></thead><tbody>{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>{{end}}</tbody></table>{{end}}
+{{define "table"}}<table{{if .Wide}} class="wide"{{end}}><thead><tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr></thead><tbody>{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>{{end}}</tbody></table>{{end}}
 {{define "side"}}<div><h3 class="{{if .Success}}ok{{else}}fail{{end}}">{{.Candidate}}: {{if .Success}}solved{{else}}failed{{end}}</h3>
 <pre>{{if .Summary}}{{.Summary}}{{else}}(no compression happened: the agent saw its full context){{end}}</pre>
 {{if .Answer}}<p>last action: <code>{{.Answer}}</code></p>{{end}}
@@ -125,9 +125,17 @@ type htmlTable struct {
 	Caption string
 	Head    []string
 	Rows    [][]string
+	// Wide tables may break their cells anywhere, even inside a number,
+	// so that they still fit the page; others break only between words.
+	Wide bool
 }
 
-func (t table) html() htmlTable { return htmlTable{Head: t.head, Rows: t.rows} }
+// wideColumns is the most columns whose words fit the page side by side.
+const wideColumns = 14
+
+func (t table) html() htmlTable {
+	return htmlTable{Head: t.head, Rows: t.rows, Wide: len(t.head) > wideColumns}
+}
 
 // htmlPage is what the page shows, in order: the verdict, the guideline
 // and its diff, the evaluation's details, then a run's own sections.

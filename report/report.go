@@ -195,7 +195,9 @@ func candidatesTable(res *eval.Result) table {
 	if withSpec {
 		t.head = append(t.head, "spec")
 	}
-	t.head = append(t.head, res.MetricNames()...)
+	for _, m := range res.MetricNames() {
+		t.head = append(t.head, metricHead(m))
+	}
 	t.head = append(t.head, "LLM calls", "cache hits", "Pareto (peak, $)")
 	for _, a := range res.Summary.Candidates {
 		row := []string{a.Name}
@@ -218,14 +220,19 @@ func candidatesTable(res *eval.Result) table {
 	return t
 }
 
+// metricHead is a metric's name as a column head: words a narrow column
+// can wrap.
+func metricHead(m string) string { return strings.ReplaceAll(m, "_", " ") }
+
 // specShown is what a candidate's spec says beyond its name: "" for
-// none=none, "guideline,guideline=h-1" for sel=guideline,guideline=h-1.
+// none=none, "guideline, guideline=h-1" for sel=guideline,guideline=h-1
+// (spaced, so a narrow column can wrap it).
 func specShown(sp eval.Spec) string {
 	rest := strings.TrimPrefix(sp.Text, sp.Name+"=")
 	if rest == sp.Name {
 		return ""
 	}
-	return rest
+	return strings.ReplaceAll(rest, ",", ", ")
 }
 
 // pValue prints a p-value without an exponent.
@@ -255,7 +262,10 @@ func comparisonsTable(res *eval.Result) table {
 // diffsTable: every metric's paired difference and ratio, one row per
 // comparison, so the table's width does not grow with the candidates.
 func diffsTable(res *eval.Result) table {
-	t := table{head: append([]string{"comparison"}, res.MetricNames()...)}
+	t := table{head: []string{"comparison"}}
+	for _, m := range res.MetricNames() {
+		t.head = append(t.head, metricHead(m))
+	}
 	for _, c := range res.Comparisons {
 		row := []string{fmt.Sprintf("%s − %s", c.Candidate, c.Reference)}
 		for _, m := range res.MetricNames() {
@@ -273,7 +283,7 @@ func varianceTables(res *eval.Result) (table, table) {
 	shown := []string{eval.MetricSuccess, eval.MetricSteps, eval.MetricPeakTokens, eval.MetricCompressorTokens}
 	sd := table{head: []string{"candidate"}}
 	for _, m := range shown {
-		sd.head = append(sd.head, "sd "+m)
+		sd.head = append(sd.head, "sd "+metricHead(m))
 	}
 	for _, a := range res.Summary.Candidates {
 		row := []string{a.Name}
@@ -293,14 +303,16 @@ func varianceTables(res *eval.Result) (table, table) {
 		cells[k].succ = append(cells[k].succ, o.Values[eval.MetricSuccess])
 		cells[k].peak = append(cells[k].peak, o.Values[eval.MetricPeakTokens])
 	}
+	// One column per candidate, success and peak tokens in one cell, so
+	// the table's width grows half as fast with the candidates.
 	for _, a := range res.Summary.Candidates {
-		per.head = append(per.head, a.Name+" success", a.Name+" peak tokens")
+		per.head = append(per.head, a.Name)
 	}
 	for _, task := range res.Summary.Tasks {
 		row := []string{task}
 		for _, a := range res.Summary.Candidates {
 			c := cells[[2]string{task, a.Name}]
-			row = append(row, samplesCell(c.succ), samplesCell(c.peak))
+			row = append(row, "success "+samplesCell(c.succ)+"; peak "+samplesCell(c.peak))
 		}
 		per.rows = append(per.rows, row)
 	}

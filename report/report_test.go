@@ -115,7 +115,7 @@ func TestVerdict(t *testing.T) {
 func TestSpecShown(t *testing.T) {
 	s := strategiesFixture(t)
 	c := candidatesTable(s)
-	if c.head[1] != "spec" || c.rows[0][1] != "" || c.rows[5][1] != "guideline,guideline=h-3fa9c1e2b4d0" {
+	if c.head[1] != "spec" || c.rows[0][1] != "" || c.rows[5][1] != "guideline, guideline=h-3fa9c1e2b4d0" {
 		t.Fatalf("spec column: head %v, rows %v / %v", c.head, c.rows[0], c.rows[5])
 	}
 	for i := range s.Summary.Candidates {
