@@ -169,7 +169,7 @@ func SuccessVsPeak(res *eval.Result) Plot {
 	yt, _, _ := ticks(0, 1, 5)
 	// A margin below 0% and above 100% leaves room for the labels of
 	// points on those edges.
-	f := frame{x0, x1, -0.08, 1.06}
+	f := frame{x0, x1, -0.12, 1.06}
 	var b strings.Builder
 	const id, title = "success-vs-peak", "Success vs peak tokens (95% intervals; line: Pareto front)"
 	svgOpen(&b, id, title)
@@ -231,6 +231,7 @@ var labelSpots = []struct {
 }{
 	{8, -8, "start"}, {8, 16, "start"}, {-8, -8, "end"}, {-8, 16, "end"},
 	{0, -12, "middle"}, {0, 24, "middle"}, {8, -24, "start"}, {-8, -24, "end"}, {8, 32, "start"}, {-8, 32, "end"},
+	{0, 36, "middle"}, {0, -28, "middle"}, {12, 40, "start"}, {-12, 40, "end"},
 }
 
 // place finds a spot for a point's label inside the plot area that
