@@ -217,7 +217,8 @@ func (b *browser) open(ctx context.Context, t *testing.T, url string) (requests,
 }
 
 // layoutScript measures the page at the first screen's width: every text
-// label's box (each SVG <text>, and each line of each HTML text node), the
+// label's box (each SVG <text>, and each line of each HTML text node, cut
+// to what scrolling boxes show), the
 // pairs that overlap by more than a pixel each way, the page's widths and
 // where the verdict ends.
 const layoutScript = `JSON.stringify((function(){
@@ -225,13 +226,21 @@ const layoutScript = `JSON.stringify((function(){
   function add(r,label,node){if(r.width>0.5&&r.height>0.5){boxes.push({l:r.left+scrollX,t:r.top+scrollY,r:r.right+scrollX,b:r.bottom+scrollY,label:label,node:node});}}
   var id=0;
   document.querySelectorAll('svg text').forEach(function(e){add(e.getBoundingClientRect(),'svg '+(e.closest('svg').id)+': '+e.textContent,id++);});
+  // Text a scrolling box clips is not shown: each text line's box is cut to
+  // what its scrolling ancestors show.
+  function clip(el,r){
+    var l=r.left,t=r.top,rr=r.right,b=r.bottom;
+    for(var e=el;e&&e!==document.body;e=e.parentElement){var s=getComputedStyle(e);
+      if(s.overflowX!=='visible'||s.overflowY!=='visible'){var c=e.getBoundingClientRect();l=Math.max(l,c.left);t=Math.max(t,c.top);rr=Math.min(rr,c.right);b=Math.min(b,c.bottom);}}
+    return {left:l,top:t,right:rr,bottom:b,width:rr-l,height:b-t};
+  }
   var w=document.createTreeWalker(document.body,NodeFilter.SHOW_TEXT,{acceptNode:function(n){
     var p=n.parentElement;
     if(!n.textContent.trim()||!p||p.closest('svg,script,style,select')){return NodeFilter.FILTER_REJECT;}
     return NodeFilter.FILTER_ACCEPT;}});
   var n;
   while((n=w.nextNode())){var rg=document.createRange();rg.selectNodeContents(n);var me=id++;
-    Array.prototype.forEach.call(rg.getClientRects(),function(r){add(r,'html <'+n.parentElement.tagName.toLowerCase()+'>: '+n.textContent.trim().slice(0,50),me);});}
+    Array.prototype.forEach.call(rg.getClientRects(),function(r){add(clip(n.parentElement,r),'html <'+n.parentElement.tagName.toLowerCase()+'>: '+n.textContent.trim().slice(0,50),me);});}
   var overlaps=[];
   for(var i=0;i<boxes.length;i++){for(var j=i+1;j<boxes.length;j++){var a=boxes[i],b=boxes[j];
     if(a.node===b.node){continue;}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -68,6 +69,12 @@ func outcome(a armSpec, c, i, s int, task string, tasks int) eval.Outcome {
 	}
 	if a.strategy != compress.None {
 		o.Summary = fmt.Sprintf("Summary of %s: searched for Paris and 1889.", task)
+		if i == 0 {
+			// Longer than its box: the page scrolls it, and the browser
+			// test sees the text it hides.
+			o.Summary += strings.Repeat("\nREASONING: the agent searched again and kept the facts.", 60)
+		}
+		o.Answer = `finish {"answers":["Paris"]}`
 		o.Dropped = []string{"The Eiffel Tower is 330 metres tall."}
 	}
 	return o
