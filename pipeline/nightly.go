@@ -278,7 +278,7 @@ func (w *nightly) decide(ctx context.Context, cand string, sessions int) (Decisi
 	if err != nil {
 		return d, fmt.Errorf("evaluate: %w", err)
 	}
-	if err := report.Write(evalDir, res, "ctxopt nightly "+w.n.ID+": candidate vs promoted", report.GateOf(w.cfg.rules), report.Baselines{PromotedID: w.n.Incumbent, Promoted: armIncumbent}); err != nil {
+	if err := report.Write(evalDir, res, "ctxopt nightly "+w.n.ID+": candidate vs promoted", report.Lead{Gate: report.GateOf(w.cfg.rules), Baselines: report.Baselines{PromotedID: w.n.Incumbent, Promoted: armIncumbent}}); err != nil {
 		return d, err
 	}
 	if d.Verdicts, err = eval.Gate(res, armCandidate, res, armIncumbent, w.cfg.rules); err != nil {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -56,21 +57,32 @@ func Report(w io.Writer, runDir string, sum *RunSummary, gate []eval.Rule) error
 	return nil
 }
 
-// selectedGuideline fills the selected guideline's text, its parent and
-// the diffs from its parent and from the starting guideline.
+// selectedGuideline fills the selected guideline, its diff against its
+// parent, and the diff from the starting guideline.
 func selectedGuideline(reg *guideline.Registry, r *report.Run) error {
-	rec, src, err := reg.Get(r.Selected)
+	g, err := shownGuideline(reg, r.Selected, fmt.Sprintf("the selected %s guideline", r.Kind))
 	if err != nil {
 		return err
 	}
-	r.SelectedText, r.Parent = src, rec.Parent
-	if rec.Parent != "" {
-		if r.ParentDiff, err = reg.Diff(rec.Parent, r.Selected); err != nil {
-			return err
-		}
-	}
+	r.Guideline = g
 	r.Diff, err = reg.Diff(r.Starting, r.Selected)
 	return err
+}
+
+// shownGuideline is guideline id of reg as a report shows it: its text and
+// its diff against its parent.
+func shownGuideline(reg *guideline.Registry, id, role string) (report.Guideline, error) {
+	rec, src, err := reg.Get(id)
+	if err != nil {
+		return report.Guideline{}, err
+	}
+	g := report.Guideline{ID: rec.ID, Role: role, Text: src, Parent: rec.Parent}
+	if rec.Parent != "" {
+		if g.ParentDiff, err = reg.Diff(rec.Parent, rec.ID); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
 }
 
 // Money is what the run spent in dollars, or none when the embedded model
@@ -82,21 +94,44 @@ func (s *RunSummary) Money() string {
 	return fmt.Sprintf("$%.4f", s.Spent.CostUSD)
 }
 
-// EvalVerdict is what an `optimize eval` report's verdict is judged under:
-// the job's gate, and the arms without compression and with the guideline
-// promoted in the evaluation's registry (--registry, or --run's).
-func EvalVerdict(job *Job, res *eval.Result, opt EvalOptions) (report.Gate, report.Baselines, error) {
-	g := report.GateOf(job.Eval.Rules())
+// EvalLead is what an `optimize eval` report puts before its details:
+// the job's gate, the arms without compression and with the guideline
+// promoted in the evaluation's registry (--registry, or --run's), and the
+// registry's guidelines the candidates ran.
+func EvalLead(job *Job, res *eval.Result, opt EvalOptions) (report.Lead, error) {
+	lead := report.Lead{Gate: report.GateOf(job.Eval.Rules()), Baselines: report.BaselinesOf(res, "")}
 	opt, err := withRun(opt)
 	if err != nil || opt.Registry == "" {
-		return g, report.BaselinesOf(res, ""), err
+		return lead, err
+	}
+	reg, err := guideline.OpenRegistry(opt.Registry)
+	if err != nil {
+		return lead, err
 	}
 	id, _, err := PromotedGuideline(opt.Registry, guideline.KindHistory)
-	if err != nil {
-		return g, report.Baselines{}, err
-	}
-	if id == "" {
+	if err == nil && id == "" {
 		id, _, err = PromotedGuideline(opt.Registry, guideline.KindObservation)
 	}
-	return g, report.BaselinesOf(res, id), err
+	if err != nil {
+		return lead, err
+	}
+	lead.Baselines = report.BaselinesOf(res, id)
+	seen := map[string]bool{}
+	for _, a := range res.Summary.Candidates {
+		for _, gid := range []string{a.HistoryGuidelineID, a.ObservationGuidelineID} {
+			if gid == "" || seen[gid] {
+				continue
+			}
+			seen[gid] = true
+			g, err := shownGuideline(reg, gid, "run by candidate "+a.Name)
+			if errors.Is(err, guideline.ErrNotFound) {
+				continue // a built-in or a file, not in this registry
+			}
+			if err != nil {
+				return lead, err
+			}
+			lead.Guidelines = append(lead.Guidelines, g)
+		}
+	}
+	return lead, nil
 }

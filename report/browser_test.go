@@ -322,8 +322,7 @@ func TestReportsInBrowser(t *testing.T) {
 	}
 	evalDir := t.TempDir()
 	strategies := strategiesFixture(t)
-	base := BaselinesOf(strategies, "")
-	if err := Write(evalDir, strategies, "ctxopt eval: demo", GateOf(nil), base); err != nil {
+	if err := Write(evalDir, strategies, "ctxopt eval: demo", strategiesLead(strategies)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {

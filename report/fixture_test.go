@@ -137,10 +137,21 @@ func runFixture(t *testing.T, dir string) *Run {
 		Rounds:        []guideline.Round{{N: 1, UT: dec("ut", "h-seed00000001", "h-ut000000001"), CO: dec("co", "h-ut000000001", "h-sel000000001")}},
 		Roles:         map[string]llm.Stats{"agent": {Calls: 1200, CacheHits: 40, PromptTokens: 2_400_000, CompletionTokens: 90_000}, "compressor": {Calls: 300, PromptTokens: 450_000, CompletionTokens: 61_000}},
 		MalformedFile: "malformed.jsonl",
-		SelectedText:  "Summarize the history for the task {{ task }}.\nKeep every number, date and name word for word.\nDrop tool output the task never used.\n\n{{ history }}\n",
-		Parent:        "h-ut000000001",
-		ParentDiff:    "--- h-ut000000001.tmpl\n+++ h-sel000000001.tmpl\n@@ -1,3 +1,3 @@\n Summarize the history for the task {{ task }}.\n Keep every number, date and name word for word.\n-Keep tool output.\n+Drop tool output the task never used.\n",
-		Starting:      "h-seed00000001", Selected: "h-sel000000001",
+		Guideline: Guideline{ID: "h-sel000000001", Role: "the selected history guideline",
+			Text:       "Summarize the history for the task {{ task }}.\nKeep every number, date and name word for word.\nDrop tool output the task never used.\n\n{{ history }}\n",
+			Parent:     "h-ut000000001",
+			ParentDiff: "--- h-ut000000001.tmpl\n+++ h-sel000000001.tmpl\n@@ -1,3 +1,3 @@\n Summarize the history for the task {{ task }}.\n Keep every number, date and name word for word.\n-Keep tool output.\n+Drop tool output the task never used.\n"},
+		Starting: "h-seed00000001", Selected: "h-sel000000001",
 		Diff: "--- h-seed00000001.tmpl\n+++ h-sel000000001.tmpl\n@@ -1,2 +1,3 @@\n Summarize the history for the task {{ task }}.\n+Keep every number, date and name word for word.\n+Drop tool output the task never used.\n",
 	}
+}
+
+// strategiesLead judges the strategies under the default rule against none
+// and shows the guideline the guideline candidate ran.
+func strategiesLead(res *eval.Result) Lead {
+	return Lead{Gate: GateOf(nil), Baselines: BaselinesOf(res, ""), Guidelines: []Guideline{{
+		ID: "h-3fa9c1e2b4d0", Role: "run by candidate guideline", Parent: "h-013439ae590c",
+		Text:       "Summarize the history.\nKeep every number word for word.\n\n{{ history }}\n",
+		ParentDiff: "--- h-013439ae590c.tmpl\n+++ h-3fa9c1e2b4d0.tmpl\n@@ -1,2 +1,3 @@\n Summarize the history.\n+Keep every number word for word.\n \n",
+	}}}
 }

@@ -51,7 +51,7 @@ pre.guideline,pre.diff{white-space:pre-wrap;overflow-wrap:anywhere;background:#f
 {{if .Rules}}<ul class="rules">{{range .Rules}}<li>{{.}}</li>{{end}}</ul>{{end}}
 </section>{{end}}
 {{with .NoVerdict}}<section id="verdict"><h2>Verdict</h2><p id="decision">{{.}}</p></section>{{end}}
-{{with .Guideline}}<h2>{{.Heading}}</h2>
+{{range .Guidelines}}<h2>{{.Heading}}</h2>
 <pre class="guideline">{{.Text}}</pre>
 <p>{{.DiffTitle}}</p>
 {{if .Diff}}<pre class="diff">{{range .Diff}}<span class="{{.Class}}">{{.Text}}</span>
@@ -143,7 +143,7 @@ type htmlPage struct {
 	Title, Notice string
 	Verdict       *htmlVerdict
 	NoVerdict     string
-	Guideline     *htmlGuideline
+	Guidelines    []htmlGuideline
 	Eval          *htmlEval
 	Sections      []htmlSection
 }

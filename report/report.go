@@ -82,14 +82,14 @@ func ModelsLine(all bool, roles []string) string {
 const maxDisagreements = 40
 
 // Write writes report.md, plots/*.svg and report.html for res into dir:
-// first the verdict on every candidate against no compression under g,
-// then the evaluation's details.
-func Write(dir string, res *eval.Result, title string, g Gate, b Baselines) error {
+// first the verdict on every candidate against no compression under the
+// lead's gate, then the guidelines they ran, then the evaluation's details.
+func Write(dir string, res *eval.Result, title string, lead Lead) error {
 	plots := Plots(res)
 	if err := WritePlots(filepath.Join(dir, PlotsDir), plots); err != nil {
 		return err
 	}
-	v, err := evalVerdict(res, b, g)
+	v, err := evalVerdict(res, lead.Baselines, lead.Gate)
 	if err != nil {
 		return err
 	}
@@ -100,12 +100,17 @@ func Write(dir string, res *eval.Result, title string, g Gate, b Baselines) erro
 		md.WriteString(notice + "\n\n")
 	}
 	v.markdown(&md)
+	p := htmlPage{Title: title, Notice: notice, Verdict: v.html(), Eval: evalHTML(res, plots)}
+	for _, g := range lead.Guidelines {
+		g.markdown(&md)
+		p.Guidelines = append(p.Guidelines, g.html())
+	}
 	md.WriteString("## Details\n\n")
 	Markdown(&md, res, plots, PlotsDir)
 	if err := atomicfile.WriteFile(filepath.Join(dir, MarkdownFile), md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	return writePage(filepath.Join(dir, HTMLFile), htmlPage{Title: title, Notice: notice, Verdict: v.html(), Eval: evalHTML(res, plots)})
+	return writePage(filepath.Join(dir, HTMLFile), p)
 }
 
 // WritePlots writes each plot as dir/ID.svg.
@@ -434,8 +439,10 @@ func Markdown(w io.Writer, res *eval.Result, plots []Plot, plotDir string) {
 
 // Summary prints an evaluation in brief for a terminal: each candidate's
 // success with its 95% interval, the paired difference against the
-// reference and its verdict under g; report.md holds every metric and test.
-func Summary(w io.Writer, res *eval.Result, g Gate, b Baselines) error {
+// reference and its verdict under the lead's gate; report.md holds every
+// metric and test.
+func Summary(w io.Writer, res *eval.Result, lead Lead) error {
+	g, b := lead.Gate, lead.Baselines
 	s := res.Summary
 	fmt.Fprintf(w, "ctxopt eval: %d candidates on the %s split (%d tasks × %d samples); success [95%% CI], Δ vs %s, verdict:\n",
 		len(s.Candidates), s.Split, len(s.Tasks), s.Samples, s.Reference)

@@ -37,7 +37,7 @@ func TestReportGoldens(t *testing.T) {
 	}
 	evalDir := t.TempDir()
 	s := strategiesFixture(t)
-	if err := Write(evalDir, s, "ctxopt eval: demo", GateOf(nil), BaselinesOf(s, "")); err != nil {
+	if err := Write(evalDir, s, "ctxopt eval: demo", strategiesLead(s)); err != nil {
 		t.Fatal(err)
 	}
 	for name, dir := range map[string]string{"run": runDir, "strategies": evalDir} {

@@ -40,9 +40,9 @@ type Run struct {
 	// the raw reply in MalformedFile.
 	Roles         map[string]llm.Stats
 	MalformedFile string
-	// SelectedText is the selected guideline's source; Parent its parent
-	// ("" for the starting guideline) and ParentDiff the diff from it.
-	SelectedText, Parent, ParentDiff string
+	// Guideline is the selected guideline, its text and its diff against
+	// its parent.
+	Guideline Guideline
 	// Diff is the selected guideline against the starting one.
 	Starting, Selected, Diff string
 }
@@ -69,7 +69,7 @@ const noVerdict = "No verdict: the job disabled the held-out evaluation (eval.di
 func WriteRun(dir string, r *Run) error {
 	title := "ctxopt run: " + r.Job
 	notice := ModelNotice(r.EmbeddedModel, r.EmbeddedRoles)
-	p := htmlPage{Title: title, Notice: notice, Guideline: r.guidelineHTML()}
+	p := htmlPage{Title: title, Notice: notice, Guidelines: []htmlGuideline{r.Guideline.html()}}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s\n\n", title)
 	if notice != "" {
@@ -87,7 +87,7 @@ func WriteRun(dir string, r *Run) error {
 		fmt.Fprintf(&b, "## Verdict\n\n%s\n\n", noVerdict)
 		p.NoVerdict = noVerdict
 	}
-	r.guidelineMarkdown(&b)
+	r.Guideline.markdown(&b)
 	b.WriteString("## Details\n\n")
 	if r.Eval != nil {
 		if err := heldOut(&b, dir, r); err != nil {
@@ -105,36 +105,6 @@ func WriteRun(dir string, r *Run) error {
 	return writePage(filepath.Join(dir, HTMLFile), p)
 }
 
-func (r *Run) guidelineHeading() string {
-	return fmt.Sprintf("Guideline %s (the selected %s guideline)", r.Selected, r.Kind)
-}
-
-// diffTitle says what the diff is against.
-func (r *Run) diffTitle() string {
-	switch {
-	case r.Parent == "":
-		return "It is the starting guideline: it has no parent to differ from."
-	case r.ParentDiff == "":
-		return fmt.Sprintf("Identical to its parent %s.", r.Parent)
-	}
-	return fmt.Sprintf("Its diff against its parent %s:", r.Parent)
-}
-
-func (r *Run) guidelineMarkdown(b *bytes.Buffer) {
-	fmt.Fprintf(b, "## %s\n\n```text\n%s\n```\n\n%s\n\n", r.guidelineHeading(), strings.TrimRight(r.SelectedText, "\n"), r.diffTitle())
-	if r.ParentDiff != "" {
-		fmt.Fprintf(b, "```diff\n%s```\n\n", r.ParentDiff)
-	}
-}
-
-func (r *Run) guidelineHTML() *htmlGuideline {
-	g := &htmlGuideline{Heading: r.guidelineHeading(), Text: r.SelectedText, DiffTitle: r.diffTitle()}
-	if r.ParentDiff != "" {
-		g.Diff = diffLines(r.ParentDiff)
-	}
-	return g
-}
-
 // details are the run's sections after the held-out evaluation.
 func (r *Run) details() []section {
 	out := []section{headline(r)}
@@ -150,7 +120,7 @@ func (r *Run) details() []section {
 			pre:   roles.String()})
 	}
 	out = append(out, decisions(r.Rounds)...)
-	if r.Diff != "" && r.Parent != r.Starting {
+	if r.Diff != "" && r.Guideline.Parent != r.Starting {
 		out = append(out, section{title: fmt.Sprintf("Selected guideline %s against the starting one %s", r.Selected, r.Starting), pre: r.Diff, lang: "diff"})
 	}
 	return out
@@ -209,7 +179,7 @@ func beforeAfter(r *Run) section {
 // plots, html) and puts its tables and plots in the run's report too.
 func heldOut(b *bytes.Buffer, dir string, r *Run) error {
 	res := r.Eval
-	if err := Write(r.EvalDir, res, fmt.Sprintf("ctxopt run %s: held-out evaluation", r.Job), r.Gate, r.Baselines); err != nil {
+	if err := Write(r.EvalDir, res, fmt.Sprintf("ctxopt run %s: held-out evaluation", r.Job), Lead{Gate: r.Gate, Baselines: r.Baselines}); err != nil {
 		return err
 	}
 	fmt.Fprintf(b, "## Held-out evaluation (%s split, %d tasks, never used for selection)\n\n", res.Summary.Split, len(res.Summary.Tasks))

@@ -59,14 +59,14 @@ func evalCommand() *cli.Command {
 				}
 				return inputOr(err)
 			}
-			gate, base, err := pipeline.EvalVerdict(job, res, opt)
+			lead, err := pipeline.EvalLead(job, res, opt)
 			if err != nil {
 				return err
 			}
-			if err := report.Write(c.String("out"), res, "ctxopt eval: "+job.Name, gate, base); err != nil {
+			if err := report.Write(c.String("out"), res, "ctxopt eval: "+job.Name, lead); err != nil {
 				return err
 			}
-			if err := report.Summary(c.App.Writer, res, gate, base); err != nil {
+			if err := report.Summary(c.App.Writer, res, lead); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "wrote %s/{%s,%s,%s,%s}\n", c.String("out"), eval.SummaryFile, eval.ComparisonsFile, report.MarkdownFile, report.HTMLFile)
