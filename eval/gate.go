@@ -182,3 +182,33 @@ func merged(res *Result, candidate string, other *Result, against string) *Resul
 	}
 	return m
 }
+
+// DefaultRules is the gate a report's verdict applies when the job sets
+// none (docs/eval.md): the candidate may lose at most 5 points of success
+// and may not use more peak tokens than the other, each judged on the
+// paired 95% interval like any rule.
+var DefaultRules = []string{"success >= -0.05", "peak_tokens <= 1x"}
+
+// DefaultGate is DefaultRules parsed.
+func DefaultGate() []Rule {
+	out := make([]Rule, len(DefaultRules))
+	for i, s := range DefaultRules {
+		r, err := ParseRule(s)
+		if err != nil {
+			panic(fmt.Sprintf("eval.DefaultRules: %v", err)) // a constant: caught by its test
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// Promotes says whether verdicts, the gate's judgement of every rule,
+// allow promotion: at least one rule, and every one holds.
+func Promotes(vs []Verdict) bool {
+	for _, v := range vs {
+		if !v.Pass {
+			return false
+		}
+	}
+	return len(vs) > 0
+}

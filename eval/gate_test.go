@@ -140,3 +140,38 @@ func TestGate(t *testing.T) {
 		}
 	})
 }
+
+// The default gate parses; it promotes a candidate that keeps success and
+// halves peak tokens, not one that loses half the tasks or one that saves
+// nothing, and no verdict at all never promotes.
+func TestDefaultGate(t *testing.T) {
+	all := func(int) bool { return true }
+	peak := func(i int) float64 { return 1000 + 10*float64(i) }
+	half := func(i int) float64 { return peak(i) / 2 }
+	more := func(i int) float64 { return 2 * peak(i) }
+	tests := []struct {
+		name    string
+		candOK  func(int) bool
+		cand    func(int) float64
+		promote bool
+	}{
+		{"keeps success, halves peak tokens", all, half, true},
+		{"loses half the tasks", func(i int) bool { return i%2 == 0 }, half, false},
+		{"uses more peak tokens", all, more, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := constructed(t, 40, tt.candOK, all, tt.cand, peak)
+			vs, err := Gate(r, "cand", r, "ref", DefaultGate())
+			if err != nil || len(vs) != len(DefaultRules) {
+				t.Fatalf("%v, %d verdicts", err, len(vs))
+			}
+			if got := Promotes(vs); got != tt.promote {
+				t.Errorf("promotes %v, want %v: %+v", got, tt.promote, vs)
+			}
+		})
+	}
+	if Promotes(nil) {
+		t.Error("no rule promotes")
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/report"
 	"github.com/ctxopt/ctxopt/rollout"
 )
@@ -19,12 +20,14 @@ type FinalEval struct {
 	Comparisons []eval.Comparison `json:"comparisons"`
 }
 
-// Names of the final evaluation's candidates; the selected guideline is
-// compared with the starting one (the reference) and no compression.
+// Names of the final evaluation's candidates; every one is compared with
+// no compression (the reference), and the selected guideline's verdict is
+// judged against the promoted one when the registry has one.
 const (
 	evalNone      = "none"
 	evalPrompting = "prompting"
 	evalSelected  = "selected"
+	evalPromoted  = "promoted"
 )
 
 // evalDir is where `optimize run` keeps its final evaluation.
@@ -50,7 +53,7 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 	}
 	dir := evalDir(p.dir)
 	opt := eval.Options{
-		Split: "test", Samples: 1, Seed: p.job.Seed, Reference: evalPrompting, Concurrency: p.job.Rollout.Concurrency,
+		Split: "test", Samples: 1, Seed: p.job.Seed, Reference: evalNone, Concurrency: p.job.Rollout.Concurrency,
 		TaskSet: p.rt.taskSet("test", test),
 	}
 	opt.EmbeddedModel, opt.EmbeddedRoles = report.Embedded(uses)
@@ -79,19 +82,34 @@ func (p *runner) evaluate(seed, selected compiled) (*FinalEval, error) {
 }
 
 // evalCandidates are the final evaluation's candidates, each with the
-// roles it calls, and the uses of them all.
+// roles it calls, and the uses of them all: no compression, the starting
+// and the selected guideline, and the registry's promoted guideline when it
+// is neither.
 func (p *runner) evalCandidates(seed, selected compiled) ([]eval.Candidate, []report.Use, error) {
-	cands := make([]eval.Candidate, 0, 3)
-	var uses []report.Use
-	for _, c := range []struct {
+	type arm struct {
 		name, spec string
 		s          compress.Name
 		g          *compress.Prompt
-	}{
+	}
+	arms := []arm{
 		{evalNone, string(compress.None), compress.None, nil},
 		{evalPrompting, string(compress.Prompting), compress.Prompting, seed.g},
 		{evalSelected, fmt.Sprintf("%s,guideline=%s", compress.Guideline, selected.rec.ID), compress.Guideline, selected.g},
-	} {
+	}
+	id, src, err := PromotedGuideline(filepath.Join(p.dir, GuidelinesDir), p.kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	if id != "" && id != seed.rec.ID && id != selected.rec.ID {
+		t, err := Compile(p.kind, src, "registry:"+id)
+		if err != nil {
+			return nil, nil, err
+		}
+		arms = append(arms, arm{evalPromoted, fmt.Sprintf("%s,guideline=%s", compress.Guideline, id), compress.Guideline, promptOf(t)})
+	}
+	cands := make([]eval.Candidate, 0, len(arms))
+	var uses []report.Use
+	for _, c := range arms {
 		agent, err := p.newAgent(c.s, c.g)
 		if err != nil {
 			return nil, nil, err
@@ -102,4 +120,24 @@ func (p *runner) evalCandidates(seed, selected compiled) ([]eval.Candidate, []re
 		cands, uses = append(cands, cand), append(uses, u...)
 	}
 	return cands, uses, nil
+}
+
+// PromotedGuideline returns the id and source of the guideline of kind
+// promoted in the registry in dir ("" when none is).
+func PromotedGuideline(dir string, kind guideline.Kind) (id, src string, err error) {
+	reg, err := guideline.OpenRegistry(dir)
+	if err != nil {
+		return "", "", err
+	}
+	recs, err := reg.List()
+	if err != nil {
+		return "", "", fmt.Errorf("promoted guideline: %w", err)
+	}
+	for _, r := range recs {
+		if r.Promoted && r.Kind == kind {
+			_, src, err := reg.Get(r.ID)
+			return r.ID, src, err
+		}
+	}
+	return "", "", nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/distill"
 	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/bytesize"
 	"github.com/ctxopt/ctxopt/internal/jsonl"
@@ -256,6 +257,20 @@ func sizeBound(s string, def int64) (int64, error) {
 // selection ever sees.
 type EvalSpec struct {
 	Disabled bool `yaml:"disabled" json:"disabled"`
+	// Gate are the rules (eval.ParseRule) the report's verdict judges the
+	// selected guideline by, as optimize gate would; none: eval.DefaultRules.
+	Gate []string `yaml:"gate" json:"gate,omitempty"`
+}
+
+// Rules parses Gate (checked by Validate).
+func (e EvalSpec) Rules() []eval.Rule {
+	out := make([]eval.Rule, 0, len(e.Gate))
+	for _, s := range e.Gate {
+		if r, err := eval.ParseRule(s); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // DistillSpec configures the dataset export stage.
@@ -569,6 +584,11 @@ func (j *Job) problems() []fieldProblem {
 		}
 	}
 	count("distill.max_length", j.Distill.MaxLength, 1, maxLength)
+	for i, r := range j.Eval.Gate {
+		if _, err := eval.ParseRule(r); err != nil {
+			add(fmt.Sprintf("eval.gate[%d]", i), "%v", err)
+		}
+	}
 	if err := j.Embedded.Validate(); err != nil {
 		add("embedded", "%v", err)
 	}

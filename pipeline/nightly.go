@@ -193,25 +193,16 @@ func (w *nightly) newNightDir(n *Night) error {
 // fixIncumbent copies the guideline serve runs now (the registry's
 // promoted one, else the job's starting guideline) into the night.
 func (w *nightly) fixIncumbent(n *Night) error {
-	reg, err := guideline.OpenRegistry(w.cfg.Registry)
-	if err != nil {
-		return err
-	}
 	src, origin, err := StartingGuideline(w.job, guideline.KindHistory)
 	if err != nil {
 		return invalid(err)
 	}
-	recs, err := reg.List()
+	id, promoted, err := PromotedGuideline(w.cfg.Registry, guideline.KindHistory)
 	if err != nil {
 		return err
 	}
-	for _, r := range recs {
-		if r.Promoted && r.Kind == guideline.KindHistory {
-			if _, src, err = reg.Get(r.ID); err != nil {
-				return err
-			}
-			origin = "registry:" + r.ID
-		}
+	if id != "" {
+		src, origin = promoted, "registry:"+id
 	}
 	t, err := Compile(guideline.KindHistory, src, origin)
 	if err != nil {
@@ -287,7 +278,7 @@ func (w *nightly) decide(ctx context.Context, cand string, sessions int) (Decisi
 	if err != nil {
 		return d, fmt.Errorf("evaluate: %w", err)
 	}
-	if err := report.Write(evalDir, res, "ctxopt nightly "+w.n.ID+": candidate vs promoted"); err != nil {
+	if err := report.Write(evalDir, res, "ctxopt nightly "+w.n.ID+": candidate vs promoted", report.Lead{Gate: report.GateOf(w.cfg.rules), Baselines: report.Baselines{PromotedID: w.n.Incumbent, Promoted: armIncumbent}}); err != nil {
 		return d, err
 	}
 	if d.Verdicts, err = eval.Gate(res, armCandidate, res, armIncumbent, w.cfg.rules); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/report"
 )
 
 // writeReport writes the night's report.md: the verdict first, then what
@@ -35,7 +36,7 @@ func (w *nightly) writeReport(res *NightResult) error {
 		b.WriteString("| arm | success | agreement | peak tokens |\n|---|---|---|---|\n")
 		for _, a := range ev.Summary.Candidates {
 			s, g, p := a.Metrics[eval.MetricSuccess], a.Metrics[eval.MetricAgreement], a.Metrics[eval.MetricPeakTokens]
-			fmt.Fprintf(&b, "| %s (%s) | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] | %.0f |\n", a.Name, a.HistoryGuidelineID, s.Point, s.Low, s.High, g.Point, g.Low, g.High, p.Point)
+			fmt.Fprintf(&b, "| %s (%s) | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] | %s |\n", a.Name, a.HistoryGuidelineID, s.Point, s.Low, s.High, g.Point, g.Low, g.High, report.Human(p.Point))
 		}
 	}
 	if len(d.Verdicts) > 0 {

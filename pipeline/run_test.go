@@ -133,7 +133,7 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := Report(&out, dir, sum); err != nil {
+	if err := Report(&out, dir, sum, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The report is in report.md; the writer gets a brief naming it.
@@ -152,6 +152,51 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if again.SpentThisRun.Calls != 0 || again.Spent.Calls != sum.Spent.Calls || again.SelectedGuideline != sum.SelectedGuideline {
 		t.Fatalf("re-run spent %+v (in all %+v), selected %s", again.SpentThisRun, again.Spent, again.SelectedGuideline)
+	}
+	promotedArm(t, job, dir, sum, recs)
+}
+
+// With another guideline promoted in the run's registry, the held-out
+// evaluation runs it as a fourth arm and the report judges the selected
+// guideline against it.
+func promotedArm(t *testing.T, job *Job, dir string, sum *RunSummary, recs []guideline.Record) {
+	t.Helper()
+	var other string
+	for _, r := range recs {
+		if r.Validation.OK && r.ID != sum.StartingGuideline && r.ID != sum.SelectedGuideline {
+			other = r.ID
+		}
+	}
+	if other == "" {
+		t.Fatal("the registry has no valid guideline besides the starting and the selected one")
+	}
+	reg, err := guideline.OpenRegistry(filepath.Join(dir, GuidelinesDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Promote(other); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Run(context.Background(), job, dir, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := again.Eval
+	if len(ev.Candidates) != 4 || ev.Candidates[3].Name != evalPromoted || ev.Candidates[3].HistoryGuidelineID != other || ev.Reference != evalNone {
+		t.Fatalf("eval with %s promoted: reference %s, candidates %+v", other, ev.Reference, ev.Candidates)
+	}
+	var out bytes.Buffer
+	if err := Report(&out, dir, again, nil); err != nil {
+		t.Fatal(err)
+	}
+	md := mustRead(t, filepath.Join(dir, "report.md"))
+	for _, want := range []string{"The promoted guideline " + other + " ran as promoted", "judged against promoted", "## Verdict: "} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if !strings.Contains(out.String(), "verdict: ") || !strings.Contains(out.String(), " against promoted under the default rule") {
+		t.Errorf("brief:\n%s", out.String())
 	}
 }
 

@@ -15,6 +15,13 @@ import (
 // the rest.
 func Brief(w io.Writer, r *Run, spent string, written []string) {
 	fmt.Fprintf(w, "ctxopt run %s: selected %s guideline %s (started from %s)\n", r.Job, r.Kind, r.Selected, r.Starting)
+	if a, ok, err := r.Verdict(); err != nil {
+		fmt.Fprintf(w, "verdict: none (%v)\n", err)
+	} else if ok {
+		fmt.Fprintf(w, "verdict: %s %s against %s under %s\n", a.Decision(), a.Candidate, a.Against, strings.ReplaceAll(r.Gate.describe(), "`", ""))
+	} else {
+		fmt.Fprintln(w, "verdict: none (the job disabled the held-out evaluation)")
+	}
 	if r.Eval != nil {
 		briefEval(w, r)
 	} else {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -69,21 +70,38 @@ func ticks(lo, hi float64, n int) ([]float64, float64, float64) {
 	return ts, lo, hi
 }
 
-func num(v float64) string {
-	switch a := math.Abs(v); {
-	case a == 0:
-		return "0"
-	case a >= 1e6:
-		return fmt.Sprintf("%.3gM", v/1e6)
-	case a >= 1e4:
-		return fmt.Sprintf("%.3gk", v/1e3)
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 1:
-		return fmt.Sprintf("%.3g", v)
-	default:
-		return fmt.Sprintf("%.2g", v)
+// Labels are placed where they cannot overlap: a text's box is estimated
+// from its length at the plots' 12 px font (charW a wide glyph's advance),
+// and a label that fits nowhere is left out, its point named by the
+// legend's colour and its tooltip.
+const charW, textH = 7.5, 14.0
+
+// box is a text's extent in SVG coordinates.
+type box struct{ x0, y0, x1, y1 float64 }
+
+func (a box) overlaps(b box) bool { return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1 }
+
+// textBox is the box of s drawn at (x, baseline y) with anchor start,
+// middle or end.
+func textBox(x, y float64, s, anchor string) box {
+	w := charW * float64(len([]rune(s)))
+	switch anchor {
+	case "middle":
+		x -= w / 2
+	case "end":
+		x -= w
 	}
+	return box{x, y - textH + 3, x + w, y + 3}
+}
+
+// abbreviate shortens s to at most width pixels, ending it with "…".
+func abbreviate(s string, width float64) string {
+	r := []rune(s)
+	n := int(width / charW)
+	if len(r) <= n || n < 2 {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func svgOpen(b *strings.Builder, id, title string) {
@@ -106,23 +124,27 @@ func axes(b *strings.Builder, f frame, xt, yt []float64, xlabel, ylabel string, 
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#666"/>`+"\n", x0, y1, x1-x0, y0-y1)
 	b.WriteString("</g>\n<g class=\"labels\" fill=\"#333\">\n")
 	for _, v := range yt {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-6, f.Y(v)+4, yfmt(v))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-8, f.Y(v)+4, yfmt(v))
 	}
 	for _, v := range xt {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", f.X(v), y0+16, xfmt(v))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", f.X(v), y0+19, xfmt(v))
 	}
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, plotH-12, html.EscapeString(xlabel))
+	if xlabel != "" {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, plotH-12, html.EscapeString(xlabel))
+	}
 	fmt.Fprintf(b, `<text transform="translate(16 %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (y0+y1)/2, html.EscapeString(ylabel))
 	b.WriteString("</g>\n")
 }
 
-// legend lists the candidates at the right; each entry toggles its series
-// in the HTML report.
+// legend lists the candidates at the right, abbreviated to its width and
+// spaced to fit above the plot's bottom; each entry toggles its series in
+// the HTML report.
 func legend(b *strings.Builder, names []string) {
+	step := min(20, (plotH-padBottom-padTop-60)/float64(max(len(names), 1)))
 	for i, n := range names {
-		y := padTop + 10 + float64(i)*20
-		fmt.Fprintf(b, `<g class="legend" data-candidate="%s"><rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text></g>`+"\n",
-			html.EscapeString(n), plotW-padRight+16, y-10, color(i), plotW-padRight+34, y, html.EscapeString(n))
+		y := padTop + 10 + float64(i)*step
+		fmt.Fprintf(b, `<g class="legend" data-candidate="%s"><rect x="%.0f" y="%.1f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.1f">%s<title>%s</title></text></g>`+"\n",
+			html.EscapeString(n), plotW-padRight+16, y-10, color(i), plotW-padRight+34, y, html.EscapeString(abbreviate(n, padRight-40)), html.EscapeString(n))
 	}
 }
 
@@ -145,11 +167,13 @@ func SuccessVsPeak(res *eval.Result) Plot {
 	}
 	xt, x0, x1 := ticks(xlo*0.95, xhi*1.05, 6)
 	yt, _, _ := ticks(0, 1, 5)
-	f := frame{x0, x1, 0, 1}
+	// A margin below 0% and above 100% leaves room for the labels of
+	// points on those edges.
+	f := frame{x0, x1, -0.12, 1.06}
 	var b strings.Builder
 	const id, title = "success-vs-peak", "Success vs peak tokens (95% intervals; line: Pareto front)"
 	svgOpen(&b, id, title)
-	axes(&b, f, xt, yt, "peak tokens per task (mean)", "success rate", num, func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) })
+	axes(&b, f, xt, yt, "peak tokens per task (mean)", "success rate", Human, func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) })
 	// The front: its points sorted by cost, joined as a step line.
 	var front []eval.Arm
 	for _, a := range arms {
@@ -172,6 +196,12 @@ func SuccessVsPeak(res *eval.Result) Plot {
 	if path.Len() > 0 {
 		fmt.Fprintf(&b, `<path class="pareto" d="%s" fill="none" stroke="#999" stroke-dasharray="4 3" stroke-width="1.5"/>`+"\n", path.String())
 	}
+	// The markers are obstacles too: a label never covers another point.
+	var placed []box
+	for _, a := range arms {
+		x, y := f.X(a.Metrics[eval.MetricPeakTokens].Point), f.Y(a.Metrics[eval.MetricSuccess].Point)
+		placed = append(placed, box{x - 6, y - 6, x + 6, y + 6})
+	}
 	for i, a := range arms {
 		s, p := a.Metrics[eval.MetricSuccess], a.Metrics[eval.MetricPeakTokens]
 		x, y := f.X(p.Point), f.Y(s.Point)
@@ -183,11 +213,43 @@ func SuccessVsPeak(res *eval.Result) Plot {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, f.X(p.Low), f.X(p.High), y, y, c)
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, x, x, f.Y(s.Low), f.Y(s.High), c)
 		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="6" fill="%s" stroke="#fff"/>`, x, y, c)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="%s">%s</text></g>`+"\n", x+8, y-8, c, html.EscapeString(a.Name))
+		if lx, ly, anchor, ok := place(&placed, x, y, a.Name, f); ok {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="%s" text-anchor="%s">%s</text>`, lx, ly, c, anchor, html.EscapeString(a.Name))
+		}
+		b.WriteString("</g>\n")
 	}
 	legend(&b, names(res))
 	b.WriteString("</svg>\n")
 	return Plot{ID: id, Title: title, SVG: b.String(), Points: len(arms)}
+}
+
+// labelSpots are where a point's label may go, tried in order: beside,
+// above or below the point, then farther off.
+var labelSpots = []struct {
+	dx, dy float64
+	anchor string
+}{
+	{8, -8, "start"}, {8, 16, "start"}, {-8, -8, "end"}, {-8, 16, "end"},
+	{0, -12, "middle"}, {0, 24, "middle"}, {8, -24, "start"}, {-8, -24, "end"}, {8, 32, "start"}, {-8, 32, "end"},
+	{0, 36, "middle"}, {0, -28, "middle"}, {12, 40, "start"}, {-12, 40, "end"},
+}
+
+// place finds a spot for a point's label inside the plot area that
+// overlaps no label placed before, and records it.
+func place(placed *[]box, x, y float64, label string, f frame) (lx, ly float64, anchor string, ok bool) {
+	area := box{f.X(f.x0), f.Y(f.y1), f.X(f.x1), f.Y(f.y0)}
+	for _, s := range labelSpots {
+		bx := textBox(x+s.dx, y+s.dy, label, s.anchor)
+		if bx.x0 < area.x0 || bx.x1 > area.x1 || bx.y0 < area.y0 || bx.y1 > area.y1 {
+			continue
+		}
+		if slices.ContainsFunc(*placed, bx.overlaps) {
+			continue
+		}
+		*placed = append(*placed, bx)
+		return x + s.dx, y + s.dy, s.anchor, true
+	}
+	return 0, 0, "", false
 }
 
 // stepStats returns, per agent call index, the mean context over the runs
@@ -233,7 +295,7 @@ func ContextPerStep(res *eval.Result) Plot {
 	var b strings.Builder
 	const id, title = "context-per-step", "Agent context per step (mean, band ±1 sd)"
 	svgOpen(&b, id, title)
-	axes(&b, f, xt, yt, "agent call (step)", "agent context tokens (system prompt excluded)", num, num)
+	axes(&b, f, xt, yt, "agent call (step)", "agent context tokens (system prompt excluded)", Human, Human)
 	points := 0
 	for i, a := range arms {
 		s, c := all[i], color(i)
@@ -278,8 +340,16 @@ func TokenCosts(res *eval.Result) Plot {
 	var b strings.Builder
 	const id, title = "token-costs", "Agent vs compressor tokens per task (mean)"
 	svgOpen(&b, id, title)
-	axes(&b, f, nil, yt, "candidate", "tokens per task", num, num)
+	axes(&b, f, nil, yt, "", "tokens per task", Human, Human)
 	slot := f.X(1) - f.X(0)
+	// Names wider than a slot alternate between two rows, each as wide as
+	// two slots, and are abbreviated beyond that.
+	rows, width := 1, slot-4
+	for _, a := range arms {
+		if charW*float64(len([]rune(a.Name))) > width {
+			rows, width = 2, 2*slot-4
+		}
+	}
 	points := 0
 	for i, a := range arms {
 		ag, co := a.Metrics[eval.MetricAgentTokens].Point, a.Metrics[eval.MetricCompressorTokens].Point
@@ -297,7 +367,8 @@ func TokenCosts(res *eval.Result) Plot {
 				html.EscapeString(a.Name), part.role, part.v)
 			points++
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text></g>`+"\n", x+w/2, plotH-padBottom+16, html.EscapeString(a.Name))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s<title>%s</title></text></g>`+"\n",
+			x+w/2, plotH-padBottom+16+float64(i%rows)*textH, html.EscapeString(abbreviate(a.Name, width)), html.EscapeString(a.Name))
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#333">solid: agent</text><text x="%.0f" y="%.0f" fill="#333">light: compressor</text>`+"\n",
 		plotW-padRight+16, plotH-padBottom-30, plotW-padRight+16, plotH-padBottom-12)

@@ -81,22 +81,36 @@ func ModelsLine(all bool, roles []string) string {
 // maxDisagreements bounds the tasks shown side by side per comparison.
 const maxDisagreements = 40
 
-// Write writes report.md, plots/*.svg and report.html for res into dir.
-func Write(dir string, res *eval.Result, title string) error {
+// Write writes report.md, plots/*.svg and report.html for res into dir:
+// first the verdict on every candidate against no compression under the
+// lead's gate, then the guidelines they ran, then the evaluation's details.
+func Write(dir string, res *eval.Result, title string, lead Lead) error {
 	plots := Plots(res)
 	if err := WritePlots(filepath.Join(dir, PlotsDir), plots); err != nil {
 		return err
 	}
+	v, err := evalVerdict(res, lead.Baselines, lead.Gate)
+	if err != nil {
+		return err
+	}
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# %s\n\n", title)
-	if n := ModelNotice(res.Summary.EmbeddedModel, res.Summary.EmbeddedRoles); n != "" {
-		md.WriteString(n + "\n\n")
+	notice := ModelNotice(res.Summary.EmbeddedModel, res.Summary.EmbeddedRoles)
+	if notice != "" {
+		md.WriteString(notice + "\n\n")
 	}
+	v.markdown(&md)
+	p := htmlPage{Title: title, Notice: notice, Verdict: v.html(), Eval: evalHTML(res, plots)}
+	for _, g := range lead.Guidelines {
+		g.markdown(&md)
+		p.Guidelines = append(p.Guidelines, g.html())
+	}
+	md.WriteString("## Details\n\n")
 	Markdown(&md, res, plots, PlotsDir)
 	if err := atomicfile.WriteFile(filepath.Join(dir, MarkdownFile), md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	return WriteHTML(filepath.Join(dir, HTMLFile), res, plots, title)
+	return writePage(filepath.Join(dir, HTMLFile), p)
 }
 
 // WritePlots writes each plot as dir/ID.svg.
@@ -126,7 +140,7 @@ func metricFormat(m string) func(float64) string {
 	case eval.MetricCostUSD:
 		return func(v float64) string { return fmt.Sprintf("$%.4f", v) }
 	default:
-		return func(v float64) string { return fmt.Sprintf("%.4g", v) }
+		return Human
 	}
 }
 
@@ -143,7 +157,7 @@ func diffFormat(m string, v float64) string {
 	if m == eval.MetricCostUSD {
 		return fmt.Sprintf("%+.4f", v)
 	}
-	return fmt.Sprintf("%+.4g", v)
+	return signed(v)
 }
 
 func diffCI(m string, iv eval.Interval) string {
@@ -175,13 +189,26 @@ func (t table) markdown(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// candidatesTable: each metric's mean with its 95% interval.
+// candidatesTable: each metric's mean with its 95% interval; the spec
+// only when some candidate's differs from its name.
 func candidatesTable(res *eval.Result) table {
-	t := table{head: []string{"candidate", "spec"}}
-	t.head = append(t.head, res.MetricNames()...)
+	t := table{head: []string{"candidate"}}
+	withSpec := false
+	for _, a := range res.Summary.Candidates {
+		withSpec = withSpec || specShown(a.Spec) != ""
+	}
+	if withSpec {
+		t.head = append(t.head, "spec")
+	}
+	for _, m := range res.MetricNames() {
+		t.head = append(t.head, metricHead(m))
+	}
 	t.head = append(t.head, "LLM calls", "cache hits", "Pareto (peak, $)")
 	for _, a := range res.Summary.Candidates {
-		row := []string{a.Name, a.Text}
+		row := []string{a.Name}
+		if withSpec {
+			row = append(row, specShown(a.Spec))
+		}
 		for _, m := range res.MetricNames() {
 			row = append(row, withCI(m, a.Metrics[m]))
 		}
@@ -192,10 +219,33 @@ func candidatesTable(res *eval.Result) table {
 		if a.ParetoCost {
 			front = append(front, "$")
 		}
-		row = append(row, fmt.Sprint(a.LLMCalls), fmt.Sprint(a.CacheHits), strings.Join(front, ", "))
+		row = append(row, Human(float64(a.LLMCalls)), Human(float64(a.CacheHits)), strings.Join(front, ", "))
 		t.rows = append(t.rows, row)
 	}
 	return t
+}
+
+// metricHead is a metric's name as a column head: words a narrow column
+// can wrap.
+func metricHead(m string) string { return strings.ReplaceAll(m, "_", " ") }
+
+// specShown is what a candidate's spec says beyond its name: "" for
+// none=none, "guideline, guideline=h-1" for sel=guideline,guideline=h-1
+// (spaced, so a narrow column can wrap it).
+func specShown(sp eval.Spec) string {
+	rest := strings.TrimPrefix(sp.Text, sp.Name+"=")
+	if rest == sp.Name {
+		return ""
+	}
+	return strings.ReplaceAll(rest, ",", ", ")
+}
+
+// pValue prints a p-value without an exponent.
+func pValue(p float64) string {
+	if p < 0.001 {
+		return "<0.001"
+	}
+	return fmt.Sprintf("%.3f", p)
 }
 
 // comparisonsTable: the key figures of each comparison with the reference.
@@ -205,7 +255,7 @@ func comparisonsTable(res *eval.Result) table {
 		t.rows = append(t.rows, []string{
 			c.Candidate, c.Reference,
 			diffCI(eval.MetricSuccess, c.Metrics[eval.MetricSuccess].Diff),
-			fmt.Sprintf("%d/%d", c.McNemar.B, c.McNemar.C), fmt.Sprintf("%.4g", c.McNemar.P), fmt.Sprintf("%.4g", c.McNemar.PHolm),
+			fmt.Sprintf("%d/%d", c.McNemar.B, c.McNemar.C), pValue(c.McNemar.P), pValue(c.McNemar.PHolm),
 			fmt.Sprintf("%d/%d/%d", c.Wins, c.Losses, c.Ties),
 			diffCI(eval.MetricPeakTokens, c.Metrics[eval.MetricPeakTokens].Diff), ratioCI(c.Metrics[eval.MetricPeakTokens].Ratio),
 			diffCI(eval.MetricCostUSD, c.Metrics[eval.MetricCostUSD].Diff), ratioCI(c.Metrics[eval.MetricCostUSD].Ratio),
@@ -214,17 +264,18 @@ func comparisonsTable(res *eval.Result) table {
 	return t
 }
 
-// diffsTable: every metric's paired difference and ratio, per comparison.
+// diffsTable: every metric's paired difference and ratio, one row per
+// comparison, so the table's width does not grow with the candidates.
 func diffsTable(res *eval.Result) table {
-	t := table{head: []string{"metric"}}
-	for _, c := range res.Comparisons {
-		t.head = append(t.head, fmt.Sprintf("%s − %s", c.Candidate, c.Reference), fmt.Sprintf("%s / %s", c.Candidate, c.Reference))
-	}
+	t := table{head: []string{"comparison"}}
 	for _, m := range res.MetricNames() {
-		row := []string{m}
-		for _, c := range res.Comparisons {
+		t.head = append(t.head, metricHead(m))
+	}
+	for _, c := range res.Comparisons {
+		row := []string{fmt.Sprintf("%s − %s", c.Candidate, c.Reference)}
+		for _, m := range res.MetricNames() {
 			p := c.Metrics[m]
-			row = append(row, diffCI(m, p.Diff), ratioCI(p.Ratio))
+			row = append(row, diffCI(m, p.Diff)+"; "+ratioCI(p.Ratio))
 		}
 		t.rows = append(t.rows, row)
 	}
@@ -237,12 +288,12 @@ func varianceTables(res *eval.Result) (table, table) {
 	shown := []string{eval.MetricSuccess, eval.MetricSteps, eval.MetricPeakTokens, eval.MetricCompressorTokens}
 	sd := table{head: []string{"candidate"}}
 	for _, m := range shown {
-		sd.head = append(sd.head, "sd "+m)
+		sd.head = append(sd.head, "sd "+metricHead(m))
 	}
 	for _, a := range res.Summary.Candidates {
 		row := []string{a.Name}
 		for _, m := range shown {
-			row = append(row, fmt.Sprintf("%.4g", a.TaskSD[m]))
+			row = append(row, Human(a.TaskSD[m]))
 		}
 		sd.rows = append(sd.rows, row)
 	}
@@ -257,14 +308,16 @@ func varianceTables(res *eval.Result) (table, table) {
 		cells[k].succ = append(cells[k].succ, o.Values[eval.MetricSuccess])
 		cells[k].peak = append(cells[k].peak, o.Values[eval.MetricPeakTokens])
 	}
+	// One column per candidate, success and peak tokens in one cell, so
+	// the table's width grows half as fast with the candidates.
 	for _, a := range res.Summary.Candidates {
-		per.head = append(per.head, a.Name+" success", a.Name+" peak tokens")
+		per.head = append(per.head, a.Name)
 	}
 	for _, task := range res.Summary.Tasks {
 		row := []string{task}
 		for _, a := range res.Summary.Candidates {
 			c := cells[[2]string{task, a.Name}]
-			row = append(row, samplesCell(c.succ, "%.0f"), samplesCell(c.peak, "%.0f"))
+			row = append(row, "success "+samplesCell(c.succ)+"; peak "+samplesCell(c.peak))
 		}
 		per.rows = append(per.rows, row)
 	}
@@ -272,14 +325,14 @@ func varianceTables(res *eval.Result) (table, table) {
 }
 
 // samplesCell lists a task's values across samples with their spread.
-func samplesCell(xs []float64, f string) string {
+func samplesCell(xs []float64) string {
 	parts := make([]string, len(xs))
 	lo, hi := xs[0], xs[0]
 	for i, x := range xs {
-		parts[i] = fmt.Sprintf(f, x)
+		parts[i] = Human(x)
 		lo, hi = min(lo, x), max(hi, x)
 	}
-	return fmt.Sprintf("%s (range %s)", strings.Join(parts, " "), fmt.Sprintf(f, hi-lo))
+	return fmt.Sprintf("%s (range %s)", strings.Join(parts, " "), Human(hi-lo))
 }
 
 // Disagreement is a task that one candidate solved and the other failed
@@ -352,7 +405,7 @@ func Markdown(w io.Writer, res *eval.Result, plots []Plot, plotDir string) {
 	if len(res.Comparisons) > 0 {
 		fmt.Fprintf(w, "## Against %s\n\n", s.Reference)
 		comparisonsTable(res).markdown(w)
-		fmt.Fprintln(w, "Every metric, paired (difference and ratio of means, 95% intervals):")
+		fmt.Fprintln(w, "Every metric, paired (difference of means; ratio of means; 95% intervals):")
 		fmt.Fprintln(w)
 		diffsTable(res).markdown(w)
 	}
@@ -385,21 +438,29 @@ func Markdown(w io.Writer, res *eval.Result, plots []Plot, plotDir string) {
 }
 
 // Summary prints an evaluation in brief for a terminal: each candidate's
-// success with its 95% interval and, against the reference, the paired
-// difference; report.md holds every metric and test.
-func Summary(w io.Writer, res *eval.Result) {
+// success with its 95% interval, the paired difference against the
+// reference and its verdict under the lead's gate; report.md holds every
+// metric and test.
+func Summary(w io.Writer, res *eval.Result, lead Lead) error {
+	g, b := lead.Gate, lead.Baselines
 	s := res.Summary
-	fmt.Fprintf(w, "ctxopt eval: %d candidates on the %s split (%d tasks × %d samples); success [95%% CI], and Δ vs %s:\n",
+	fmt.Fprintf(w, "ctxopt eval: %d candidates on the %s split (%d tasks × %d samples); success [95%% CI], Δ vs %s, verdict:\n",
 		len(s.Candidates), s.Split, len(s.Tasks), s.Samples, s.Reference)
 	diffs := map[string]string{}
 	for _, c := range res.Comparisons {
 		diffs[c.Candidate] = diffCI(eval.MetricSuccess, c.Metrics[eval.MetricSuccess].Diff)
 	}
 	for _, a := range s.Candidates {
-		line := fmt.Sprintf("  %-12s %-24s %s", a.Name, withCI(eval.MetricSuccess, a.Metrics[eval.MetricSuccess]), diffs[a.Name])
+		ans, err := Judge(res, a.Name, b, g)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("  %-12s %-24s %-30s %s", a.Name, withCI(eval.MetricSuccess, a.Metrics[eval.MetricSuccess]), diffs[a.Name], ans.Decision())
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
+	fmt.Fprintf(w, "verdicts under %s\n", strings.ReplaceAll(g.describe(), "`", ""))
 	if l := ModelsLine(s.EmbeddedModel, s.EmbeddedRoles); l != "" {
 		fmt.Fprintln(w, l)
 	}
+	return nil
 }

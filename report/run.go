@@ -3,7 +3,9 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/ctxopt/ctxopt/eval"
 	"github.com/ctxopt/ctxopt/guideline"
@@ -29,11 +31,18 @@ type Run struct {
 	Eval    *eval.Result
 	EvalDir string
 	Arms    Arms
-	Rounds  []guideline.Round
+	// Gate is the job's gate; Baselines name the no-compression arm and
+	// the promoted guideline's, the selected guideline is judged against.
+	Gate      Gate
+	Baselines Baselines
+	Rounds    []guideline.Round
 	// Roles counts each role's calls; the malformed ones are recorded with
 	// the raw reply in MalformedFile.
 	Roles         map[string]llm.Stats
 	MalformedFile string
+	// Guideline is the selected guideline, its text and its diff against
+	// its parent.
+	Guideline Guideline
 	// Diff is the selected guideline against the starting one.
 	Starting, Selected, Diff string
 }
@@ -41,67 +50,136 @@ type Run struct {
 // Arms name the candidates of a run's held-out evaluation.
 type Arms struct{ None, Prompting, Selected string }
 
-// WriteRun writes report.md (and, with the held-out evaluation, its own
-// report in r.EvalDir and report.html) into dir:
-// the results before and after optimization, the held-out evaluation,
-// each selection decision, and the diff of the selected guideline against
-// the starting one.
+// Verdict is the run's answer: the selected guideline judged under the
+// job's gate, or ok false when the job disabled the held-out evaluation.
+func (r *Run) Verdict() (a Answer, ok bool, err error) {
+	if r.Eval == nil {
+		return Answer{}, false, nil
+	}
+	a, err = Judge(r.Eval, r.Arms.Selected, r.Baselines, r.Gate)
+	return a, err == nil, err
+}
+
+// noVerdict says why a run without a held-out evaluation has no verdict.
+const noVerdict = "No verdict: the job disabled the held-out evaluation (eval.disabled), and the train split the guidelines were selected on cannot judge them. The train split's figures are below."
+
+// WriteRun writes report.md and report.html into dir (and, with the
+// held-out evaluation, its own report in r.EvalDir): the verdict, the
+// selected guideline and its diff against its parent, then the details.
 func WriteRun(dir string, r *Run) error {
+	title := "ctxopt run: " + r.Job
+	notice := ModelNotice(r.EmbeddedModel, r.EmbeddedRoles)
+	p := htmlPage{Title: title, Notice: notice, Guidelines: []htmlGuideline{r.Guideline.html()}}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# ctxopt run: %s\n\n", r.Job)
-	if n := ModelNotice(r.EmbeddedModel, r.EmbeddedRoles); n != "" {
-		b.WriteString(n + "\n\n")
+	fmt.Fprintf(&b, "# %s\n\n", title)
+	if notice != "" {
+		b.WriteString(notice + "\n\n")
 	}
-	fmt.Fprintf(&b, "Optimized: the %s guideline.\n\n", r.Kind)
-	headline(&b, r)
-	if r.EmbeddedModel {
-		constructed(&b, r)
+	a, ok, err := r.Verdict()
+	if err != nil {
+		return err
 	}
-	beforeAfter(&b, r)
+	if ok {
+		v := runVerdict(r.Eval, a, r.Baselines, r.Gate, fmt.Sprintf("the %s guideline %s this run selected", r.Kind, r.Selected))
+		v.markdown(&b)
+		p.Verdict = v.html()
+	} else {
+		fmt.Fprintf(&b, "## Verdict\n\n%s\n\n", noVerdict)
+		p.NoVerdict = noVerdict
+	}
+	r.Guideline.markdown(&b)
+	b.WriteString("## Details\n\n")
 	if r.Eval != nil {
 		if err := heldOut(&b, dir, r); err != nil {
 			return err
 		}
+		p.Eval = evalHTML(r.Eval, Plots(r.Eval))
 	}
-	if len(r.Roles) > 0 {
-		b.WriteString("## Calls per role (this invocation)\n\n")
-		fmt.Fprintf(&b, "Replies that could not be used as asked are counted as malformed and recorded with the raw reply in %s.\n\n```\n", r.MalformedFile)
-		PrintRoleStats(&b, r.Roles)
-		b.WriteString("```\n\n")
+	for _, s := range r.details() {
+		s.markdown(&b)
+		p.Sections = append(p.Sections, s.html())
 	}
-	decisions(&b, r.Rounds)
-	fmt.Fprintf(&b, "## Selected guideline %s against the starting one %s\n\n```diff\n%s```\n", r.Selected, r.Starting, r.Diff)
 	if err := atomicfile.WriteFile(filepath.Join(dir, MarkdownFile), b.Bytes(), 0o644); err != nil {
 		return err
 	}
-	if r.Eval != nil {
-		if err := WriteHTML(filepath.Join(dir, HTMLFile), r.Eval, Plots(r.Eval), "ctxopt run: "+r.Job); err != nil {
-			return err
-		}
+	return writePage(filepath.Join(dir, HTMLFile), p)
+}
+
+// details are the run's sections after the held-out evaluation.
+func (r *Run) details() []section {
+	out := []section{headline(r)}
+	if r.EmbeddedModel {
+		out = append(out, constructed(r))
 	}
-	return nil
+	out = append(out, beforeAfter(r))
+	if len(r.Roles) > 0 {
+		var roles bytes.Buffer
+		PrintRoleStats(&roles, r.Roles)
+		out = append(out, section{title: "Calls per role (this invocation)",
+			paras: []string{fmt.Sprintf("Replies that could not be used as asked are counted as malformed and recorded with the raw reply in %s.", r.MalformedFile)},
+			pre:   roles.String()})
+	}
+	out = append(out, decisions(r.Rounds)...)
+	if r.Diff != "" && r.Guideline.Parent != r.Starting {
+		out = append(out, section{title: fmt.Sprintf("Selected guideline %s against the starting one %s", r.Selected, r.Starting), pre: r.Diff, lang: "diff"})
+	}
+	return out
+}
+
+// section is a part of a report's details, written as Markdown and HTML.
+type section struct {
+	title  string
+	paras  []string // sentences with **bold** and `code`
+	tables []table
+	pre    string
+	lang   string
+}
+
+func (s section) markdown(w io.Writer) {
+	fmt.Fprintf(w, "## %s\n\n", s.title)
+	for _, p := range s.paras {
+		fmt.Fprintf(w, "%s\n\n", p)
+	}
+	for _, t := range s.tables {
+		t.markdown(w)
+	}
+	if s.pre != "" {
+		fmt.Fprintf(w, "```%s\n%s\n```\n\n", s.lang, strings.TrimRight(s.pre, "\n"))
+	}
+}
+
+func (s section) html() htmlSection {
+	h := htmlSection{Title: s.title, Pre: s.pre}
+	for _, p := range s.paras {
+		h.Paras = append(h.Paras, inline(p))
+	}
+	for _, t := range s.tables {
+		h.Tables = append(h.Tables, t.html())
+	}
+	return h
 }
 
 // beforeAfter is the table of the train split's rollouts.
-func beforeAfter(b *bytes.Buffer, r *Run) {
-	fmt.Fprintf(b, "## Before and after (train split, %d tasks, the split the guidelines were selected on)\n\n```\n", r.Baseline.Tasks)
-	PrintTable(b, []Row{
-		{Name: "none", Summary: r.Baseline},
-		{Name: "fifo", Summary: r.FIFO},
-		{Name: "prompting", Summary: r.Prompting},
-		{Name: "acon ut", Summary: r.UT},
-		{Name: "acon utco", Summary: r.UTCO},
-	})
-	b.WriteString("```\n\n")
-	fmt.Fprintf(b, "Compressor output tokens per task: prompting %.0f, UT %.0f, UTCO %.0f.\n\n",
-		r.Prompting.CompressorOutputTokensMean, r.UT.CompressorOutputTokensMean, r.UTCO.CompressorOutputTokensMean)
+func beforeAfter(r *Run) section {
+	return section{
+		title: fmt.Sprintf("Before and after (train split, %d tasks, the split the guidelines were selected on)", r.Baseline.Tasks),
+		tables: []table{summaryTable([]Row{
+			{Name: "none", Summary: r.Baseline},
+			{Name: "fifo", Summary: r.FIFO},
+			{Name: "prompting", Summary: r.Prompting},
+			{Name: "acon ut", Summary: r.UT},
+			{Name: "acon utco", Summary: r.UTCO},
+		})},
+		paras: []string{fmt.Sprintf("Compressor output tokens per task: prompting %s, UT %s, UTCO %s.",
+			Human(r.Prompting.CompressorOutputTokensMean), Human(r.UT.CompressorOutputTokensMean), Human(r.UTCO.CompressorOutputTokensMean))},
+	}
 }
 
 // heldOut writes the held-out evaluation's own report (eval/report.md,
 // plots, html) and puts its tables and plots in the run's report too.
 func heldOut(b *bytes.Buffer, dir string, r *Run) error {
 	res := r.Eval
-	if err := Write(r.EvalDir, res, fmt.Sprintf("ctxopt run %s: held-out evaluation", r.Job)); err != nil {
+	if err := Write(r.EvalDir, res, fmt.Sprintf("ctxopt run %s: held-out evaluation", r.Job), Lead{Gate: r.Gate, Baselines: r.Baselines}); err != nil {
 		return err
 	}
 	fmt.Fprintf(b, "## Held-out evaluation (%s split, %d tasks, never used for selection)\n\n", res.Summary.Split, len(res.Summary.Tasks))
@@ -114,43 +192,42 @@ func heldOut(b *bytes.Buffer, dir string, r *Run) error {
 }
 
 // decisions shows each step's candidates and choice.
-func decisions(b *bytes.Buffer, rounds []guideline.Round) {
-	b.WriteString("## Decisions\n\n")
+func decisions(rounds []guideline.Round) []section {
+	var out []section
 	for _, r := range rounds {
 		for _, d := range []guideline.Decision{r.UT, r.CO} {
-			fmt.Fprintf(b, "### Round %d, %s\n\n%s\n\nFeedback: %d usable, %d rejected, from %d tasks. Selection (rule %s) on %d other tasks; parent %s scores %.3f.",
-				r.N, d.Step, d.Reason, d.Feedback, d.Rejected, len(d.FeedbackTasks), d.Rule, len(d.Tasks), d.Parent, d.Parent0.Objective)
+			p := fmt.Sprintf("Feedback: %d usable, %d rejected, from %d tasks. Selection (rule %s) on %d other tasks; parent %s scores %.3f.",
+				d.Feedback, d.Rejected, len(d.FeedbackTasks), d.Rule, len(d.Tasks), d.Parent, d.Parent0.Objective)
 			if sp := d.Spread; sp != nil {
-				fmt.Fprintf(b, " Spread of the %d scored candidates: success %.3f to %.3f (sd %.3f), objective %.3f to %.3f.",
+				p += fmt.Sprintf(" Spread of the %d scored candidates: success %.3f to %.3f (sd %.3f), objective %.3f to %.3f.",
 					sp.N, sp.SuccessMin, sp.SuccessMax, sp.SuccessSD, sp.ObjectiveMin, sp.ObjectiveMax)
 			}
-			b.WriteString("\n\n")
-			b.WriteString("| k | id | valid | success | objective | Δ success vs parent [95% CI] | token change | note |\n|---|---|---|---|---|---|---|---|\n")
+			t := table{head: []string{"k", "id", "valid", "success", "objective", "Δ success vs parent [95% CI]", "token change", "note"}}
 			for _, c := range d.Candidates {
-				candidateRow(b, c)
+				t.rows = append(t.rows, candidateRow(c))
 			}
-			b.WriteString("\n")
+			out = append(out, section{title: fmt.Sprintf("Decision: round %d, %s", r.N, d.Step), paras: []string{d.Reason, p}, tables: []table{t}})
 		}
 	}
+	return out
 }
 
-func candidateRow(b *bytes.Buffer, c guideline.Candidate) {
+func candidateRow(c guideline.Candidate) []string {
 	note := c.Rejected
 	if len(c.Repairs) > 0 {
 		note += fmt.Sprintf(" repaired: %v", c.Repairs)
 	}
 	if c.Score == nil {
-		fmt.Fprintf(b, "| %d | %s | %v | | | | | %s |\n", c.K, c.ID, c.Valid, note)
-		return
+		return []string{fmt.Sprint(c.K), c.ID, fmt.Sprint(c.Valid), "", "", "", "", note}
 	}
-	fmt.Fprintf(b, "| %d | %s | %v | %.3f | %.3f | %+.3f [%+.3f, %+.3f] (n=%d) | %+.1f%% | %s |\n",
-		c.K, c.ID, c.Valid, c.Score.Success, c.Score.Objective, c.Paired.SuccessDiff, c.Paired.CILow, c.Paired.CIHigh, c.Paired.N, 100*c.Paired.TokenChange, note)
+	return []string{fmt.Sprint(c.K), c.ID, fmt.Sprint(c.Valid), fmt.Sprintf("%.3f", c.Score.Success), fmt.Sprintf("%.3f", c.Score.Objective),
+		fmt.Sprintf("%+.3f [%+.3f, %+.3f] (n=%d)", c.Paired.SuccessDiff, c.Paired.CILow, c.Paired.CIHigh, c.Paired.N), fmt.Sprintf("%+.1f%%", 100*c.Paired.TokenChange), note}
 }
 
-// headline leads the report with what ACON reports: success, EM/F1, peak
-// tokens and dependency of no compression, prompting and the selected
-// guideline, on the test split when it was evaluated.
-func headline(b *bytes.Buffer, r *Run) {
+// headline is what ACON reports: success, EM/F1, peak tokens and
+// dependency of no compression, prompting and the selected guideline, on
+// the test split when it was evaluated.
+func headline(r *Run) section {
 	type row struct {
 		name                      string
 		success, em, f1, peak, dp float64
@@ -171,27 +248,28 @@ func headline(b *bytes.Buffer, r *Run) {
 			}
 		}
 	}
-	fmt.Fprintf(b, "## Headline (%s split)\n\n| | success | EM | F1 | peak tokens | dependency |\n|---|---|---|---|---|---|\n", split)
+	t := table{head: []string{"", "success", "EM", "F1", "peak tokens", "dependency"}}
 	for _, r := range rows {
-		fmt.Fprintf(b, "| %s | %.1f%% | %.3f | %.3f | %.0f | %.3g |\n", r.name, 100*r.success, r.em, r.f1, r.peak, r.dp)
+		t.rows = append(t.rows, []string{r.name, pct(r.success), fmt.Sprintf("%.3f", r.em), fmt.Sprintf("%.3f", r.f1), Human(r.peak), Human(r.dp)})
 	}
-	b.WriteString("\n")
+	return section{title: fmt.Sprintf("Headline (%s split)", split), paras: []string{fmt.Sprintf("Optimized: the %s guideline.", r.Kind)}, tables: []table{t}}
 }
 
 // constructed says which figures the embedded model sets by construction,
 // so nobody reads them as findings.
-func constructed(b *bytes.Buffer, r *Run) {
-	b.WriteString("**Set by construction of the embedded model** (docs/embedded-model.md), not measured:\n\n")
+func constructed(r *Run) section {
 	fail := r.Baseline.Scored - r.Baseline.Successes
-	fmt.Fprintf(b, "- The baseline fails %d of %d train tasks", fail, r.Baseline.Scored)
+	first := fmt.Sprintf("The baseline fails %d of %d train tasks", fail, r.Baseline.Scored)
 	if r.Eval != nil {
 		ev := r.Eval.Summary
 		if a, ok := ev.Arm(r.Arms.None); ok {
 			n := len(ev.Tasks)
-			fmt.Fprintf(b, " and %.0f of %d test tasks", float64(n)*(1-a.Metrics[eval.MetricSuccess].Point), n)
+			first += fmt.Sprintf(" and %.0f of %d test tasks", float64(n)*(1-a.Metrics[eval.MetricSuccess].Point), n)
 		}
 	}
-	b.WriteString(": tasks with a fact written in the archive form, which the embedded agent cannot read, or that hit the step limit. That caps every strategy's success.\n")
-	b.WriteString("- Prompting's losses come from the embedded compressor's fixed keep rate (0.7 per fact) when a guideline has no keep-word-for-word directive; UT's recovery comes from the directive vocabulary the embedded compressor reads. Their size says how the double was built, not how a model would behave.\n")
-	b.WriteString("- Token counts are real (o200k_base) but the texts are the double's.\n\n")
+	return section{title: "Set by construction of the embedded model (docs/embedded-model.md), not measured", paras: []string{
+		first + ": tasks with a fact written in the archive form, which the embedded agent cannot read, or that hit the step limit. That caps every strategy's success.",
+		"Prompting's losses come from the embedded compressor's fixed keep rate (0.7 per fact) when a guideline has no keep-word-for-word directive; UT's recovery comes from the directive vocabulary the embedded compressor reads. Their size says how the double was built, not how a model would behave.",
+		"Token counts are real (o200k_base) but the texts are the double's.",
+	}}
 }

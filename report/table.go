@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ctxopt/ctxopt/rollout"
@@ -18,17 +19,27 @@ type Row struct {
 // PrintTable writes the rows as an aligned table with ACON's columns.
 func PrintTable(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\ttasks\tsuccess\tEM\tF1\tsteps\tpeak tok\tdependency\tcomp in\tcomp out\tinfra\tcalls\tcache hits\t")
-	for _, r := range rows {
-		s := r.Summary
-		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\t%.3f\t%.3f\t%.2f\t%.0f\t%.3g\t%d\t%d\t%d\t%d\t%d\t\n",
-			r.Name, s.Tasks, 100*s.SuccessRate, s.EM, s.F1, s.StepsMean, s.PeakTokensMean, s.DependencyMean,
-			s.CompressorInputTokens, s.CompressorOutputTokens, s.InfraFailures, s.LLMCalls, s.CacheHits)
+	t := summaryTable(rows)
+	fmt.Fprintln(tw, strings.Join(t.head, "\t")+"\t")
+	for _, r := range t.rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
 	}
 	tw.Flush()
 	if l := ModelsLine(tableModels(rows)); l != "" {
 		fmt.Fprintln(w, l)
 	}
+}
+
+// summaryTable has ACON's columns for each row, counts in human units.
+func summaryTable(rows []Row) table {
+	t := table{head: []string{"strategy", "tasks", "success", "EM", "F1", "steps", "peak tok", "dependency", "comp in", "comp out", "infra", "calls", "cache hits"}}
+	for _, r := range rows {
+		s := r.Summary
+		t.rows = append(t.rows, []string{r.Name, fmt.Sprint(s.Tasks), pct(s.SuccessRate), fmt.Sprintf("%.3f", s.EM), fmt.Sprintf("%.3f", s.F1),
+			fmt.Sprintf("%.2f", s.StepsMean), Human(s.PeakTokensMean), Human(s.DependencyMean), Human(float64(s.CompressorInputTokens)),
+			Human(float64(s.CompressorOutputTokens)), fmt.Sprint(s.InfraFailures), Human(float64(s.LLMCalls)), Human(float64(s.CacheHits))})
+	}
+	return t
 }
 
 // tableModels combines the rows' notices: each row names the roles its

@@ -220,6 +220,7 @@ func badCases() []badCase {
 		{name: "co_holdout over 1", job: replace("  co_holdout: 0.5", "  co_holdout: 1.5"), want: []string{`field optimize\.co_holdout: 1\.5 .*between 0 and 1`}},
 		{name: "validation_fraction 1", job: replace("  validation_fraction: 0.1", "  validation_fraction: 1"), want: []string{`field distill\.validation_fraction: 1 is out of range; want a share of tasks in \[0, 1\)`}},
 		{name: "step_ratio below 1", job: replace("  step_ratio: 1.5", "  step_ratio: 0.5"), want: []string{`field optimize\.step_ratio: 0\.5`}},
+		{name: "gate rule unknown metric", job: replace("  disabled: false     # compare the selected guideline on the test split", "  disabled: false\n  gate: [\"succes >= 0\"]"), want: []string{`line \d+: field eval\.gate\[0\]: rule "succes >= 0": unknown metric "succes"`}},
 		{name: "lambda negative", job: replace("  lambda: 0.5", "  lambda: -1"), want: []string{`field optimize\.lambda: -1 is negative`}},
 		{name: "budget negative", job: replace("  usd: 0", "  usd: -5"), want: []string{`field budget\.usd: -5 is negative`}},
 		{name: "several problems one line each", job: func(s string) string {

@@ -44,11 +44,12 @@ func evalCommand() *cli.Command {
 			if err != nil {
 				return badInput(err)
 			}
-			res, err := pipeline.Evaluate(c.Context, job, pipeline.EvalOptions{
+			opt := pipeline.EvalOptions{
 				Specs: specs, Split: c.String("split"), Samples: c.Int("samples"),
 				Reference: c.String("reference"), Registry: c.String("registry"), Run: c.String("run"),
 				Replace: c.Bool("replace"), Replay: c.String("replay"), ReplaySample: c.Int("replay-sample"),
-			}, c.String("out"))
+			}
+			res, err := pipeline.Evaluate(c.Context, job, opt, c.String("out"))
 			if err != nil {
 				if errors.Is(err, pipeline.ErrBudget) {
 					return fmt.Errorf("%w; finished rollouts are kept: raise the budget in %s and run the same command again to resume", err, c.String("config"))
@@ -58,10 +59,16 @@ func evalCommand() *cli.Command {
 				}
 				return inputOr(err)
 			}
-			if err := report.Write(c.String("out"), res, "ctxopt eval: "+job.Name); err != nil {
+			lead, err := pipeline.EvalLead(job, res, opt)
+			if err != nil {
 				return err
 			}
-			report.Summary(c.App.Writer, res)
+			if err := report.Write(c.String("out"), res, "ctxopt eval: "+job.Name, lead); err != nil {
+				return err
+			}
+			if err := report.Summary(c.App.Writer, res, lead); err != nil {
+				return err
+			}
 			fmt.Fprintf(c.App.Writer, "wrote %s/{%s,%s,%s,%s}\n", c.String("out"), eval.SummaryFile, eval.ComparisonsFile, report.MarkdownFile, report.HTMLFile)
 			return nil
 		},

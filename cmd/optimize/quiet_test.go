@@ -28,7 +28,7 @@ func TestRunOutputIsBrief(t *testing.T) {
 		if len(lines) > 15 {
 			t.Errorf("again=%v: stdout has %d lines, want at most 15:\n%s", again, len(lines), stdout)
 		}
-		for _, want := range []string{filepath.Join(out, "report.md"), filepath.Join(out, pipeline.SummaryFile), "money spent: " + pipeline.NoMoney, "success on the test split"} {
+		for _, want := range []string{filepath.Join(out, "report.md"), filepath.Join(out, "report.html"), filepath.Join(out, pipeline.SummaryFile), "money spent: " + pipeline.NoMoney, "success on the test split", "verdict: "} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("again=%v: stdout does not say %q:\n%s", again, want, stdout)
 			}

@@ -36,7 +36,7 @@ func runCommand() *cli.Command {
 				}
 				return inputOr(err)
 			}
-			return pipeline.Report(c.App.Writer, c.String("out"), sum)
+			return pipeline.Report(c.App.Writer, c.String("out"), sum, job.Eval.Rules())
 		},
 	}
 }
