@@ -41,9 +41,12 @@ type compactionOptions struct {
 	turns         int
 	threshold     int
 	turnLatency   time.Duration
-	// maxWait, when set, is this build's compression.max_wait (the
-	// baseline has no such setting).
-	maxWait string
+	// maxWait, keepTokens, linkLatency and linkConcurrency, when set, are
+	// this build's compression.max_wait, compression.keep_tokens and its
+	// teacher's latency and concurrency (a baseline build may have no
+	// such settings; it runs with its defaults).
+	maxWait, linkLatency        string
+	keepTokens, linkConcurrency int
 	// held is the time serve holds a request beyond which it is counted
 	// as slow for any reason (counting tokens and forwarding take a few
 	// milliseconds on a quiet machine).
@@ -60,12 +63,8 @@ func compactionPhase(o options, registry string) error {
 		bins = append(bins, binary{"baseline", o.baseline})
 	}
 	c := o.compaction
-	mw := c.maxWait
-	if mw == "" {
-		mw = "its default"
-	}
-	fmt.Printf("compaction: %d conversations x %d tool-using turns at once, threshold %d tokens, trigger 0.8, serve's max_wait %s; upstream = embedded model answering in %s; holds over %s are counted too\n",
-		c.conversations, c.turns, c.threshold, mw, c.turnLatency, c.held)
+	fmt.Printf("compaction: %d conversations x %d tool-using turns at once, threshold %d tokens, trigger 0.8; this build's settings: %s; upstream = embedded model answering in %s; holds over %s are counted too\n",
+		c.conversations, c.turns, c.threshold, c.settings(), c.turnLatency, c.held)
 	convs := scriptConversations(c.conversations, c.turns)
 	for i, lat := range c.summarizer {
 		order := slices.Clone(bins)
@@ -240,6 +239,7 @@ type compactionResult struct {
 	// counts those that waited before any summary had been timed.
 	waited                     map[string]bool
 	untimed                    int
+	longestWait                time.Duration
 	hasBypass                  bool
 	held                       time.Duration
 	compactedTokens, allTokens []float64
@@ -312,8 +312,9 @@ func startServe(o options, c compactionOptions, b binary, logs io.Writer, upstre
 	cfg := filepath.Join(work, "serve.yaml")
 	yaml := fmt.Sprintf("listen: %s\nupstream:\n  openai:\n    base_url: %s\ncompression:\n  registry: %s\n  threshold: %d\n  trigger: 0.8\ncompressor:\n  teacher:\n    base_url: %s\n    model: ctxopt-sim\n    timeout: 60s\nauth:\n  anonymous: true\n",
 		addr, upstream, registry, c.threshold, summarizer)
-	if c.maxWait != "" && b.name == "serve" {
-		yaml = strings.Replace(yaml, "  trigger: 0.8\n", "  trigger: 0.8\n  max_wait: "+c.maxWait+"\n", 1)
+	if b.name == "serve" {
+		yaml = strings.Replace(yaml, "  trigger: 0.8\n", "  trigger: 0.8\n"+c.compressionYAML(), 1)
+		yaml = strings.Replace(yaml, "    timeout: 60s\n", "    timeout: 60s\n"+c.linkYAML(), 1)
 	}
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		return nil, "", err
@@ -328,6 +329,40 @@ func startServe(o options, c compactionOptions, b binary, logs io.Writer, upstre
 		return nil, "", err
 	}
 	return srv, url, nil
+}
+
+// compressionYAML and linkYAML are this build's settings the flags name,
+// as lines of serve's config.
+func (c compactionOptions) compressionYAML() string {
+	var b strings.Builder
+	if c.maxWait != "" {
+		b.WriteString("  max_wait: " + c.maxWait + "\n")
+	}
+	if c.keepTokens > 0 {
+		fmt.Fprintf(&b, "  keep_tokens: %d\n", c.keepTokens)
+	}
+	return b.String()
+}
+
+func (c compactionOptions) linkYAML() string {
+	var b strings.Builder
+	if c.linkLatency != "" {
+		b.WriteString("    latency: " + c.linkLatency + "\n")
+	}
+	if c.linkConcurrency > 0 {
+		fmt.Fprintf(&b, "    concurrency: %d\n", c.linkConcurrency)
+	}
+	return b.String()
+}
+
+// settings says what this build runs with.
+func (c compactionOptions) settings() string {
+	s := strings.TrimSpace(strings.ReplaceAll(c.compressionYAML()+c.linkYAML(), "\n", ","))
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "its defaults"
+	}
+	return strings.TrimSuffix(s, ",")
 }
 
 // read takes serve's counters from its metrics m and its waits from its
@@ -348,6 +383,11 @@ func (res *compactionResult) read(m map[string]float64, log string) {
 		res.waited[w[1]] = true
 	}
 	res.untimed = len(untimedLine.FindAllString(log, -1))
+	for _, w := range waitTook.FindAllStringSubmatch(log, -1) {
+		if d, err := time.ParseDuration(w[1]); err == nil {
+			res.longestWait = max(res.longestWait, d)
+		}
+	}
 }
 
 // converse runs the conversations at once, each turn after the answer to
@@ -413,6 +453,8 @@ var (
 	// untimedLine is this build's line of a wait for a summary before any
 	// had been timed (a fresh server: nothing to expect yet).
 	untimedLine = regexp.MustCompile(`msg="waited for a summary" .* estimate=0s`)
+	// waitTook is how long serve itself timed a wait.
+	waitTook = regexp.MustCompile(`msg="waited for a summary" .*took=(\S+)`)
 )
 
 const benchTools = `[{"type":"function","function":{"name":"search","description":"search the corpus","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}}}]`
@@ -485,7 +527,7 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 		untimed = fmt.Sprintf(", %d of them before any summary had been timed", r.untimed)
 	}
 	if r.hasBypass {
-		counters = fmt.Sprintf("serve's counters: waited %.0f, bypassed (truncated) %.0f", r.waitedMetric, r.bypassMetric)
+		counters = fmt.Sprintf("serve's counters: waited %.0f, bypassed (folded or truncated) %.0f; longest wait as serve timed it %s", r.waitedMetric, r.bypassMetric, ms(r.longestWait))
 	}
 	var total float64
 	for _, t := range r.allTokens {
