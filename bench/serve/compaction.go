@@ -121,6 +121,8 @@ type sent struct {
 	tokens   int
 	badPairs int
 	lastOK   bool
+	// folded is the tool messages sent without their output.
+	folded int
 }
 
 // recorder is the upstream serve talks to: it records each request and
@@ -129,6 +131,10 @@ type recorder struct {
 	next string // the embedded model's root, without /v1
 	tok  *llm.Tokenizer
 	hc   *http.Client
+
+	// outputs holds the digests of every scripted tool output: a tool
+	// message sent with another content had its output folded.
+	outputs map[string]bool
 
 	mu  sync.Mutex
 	got map[string]sent // by X-Request-Id
@@ -175,6 +181,11 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.summary = rec.tok.CountMessage(msgs[2]) // system, task, summary
 	}
 	s.badPairs = unpaired(msgs)
+	for _, m := range msgs {
+		if m.Role == "tool" && !rec.outputs[digest(m.Content)] {
+			s.folded++
+		}
+	}
 	if n := len(msgs); n > 0 && msgs[n-1].Role == "tool" {
 		s.lastOK = digest(msgs[n-1].Content) == r.Header.Get("X-Bench-Last")
 	}
@@ -244,7 +255,11 @@ type compactionResult struct {
 	held                       time.Duration
 	compactedTokens, allTokens []float64
 	badPairs, lastNotVerbatim  int
-	elapsed                    time.Duration
+	folded, foldedRequests     int
+	// truncated counts the requests serve logged as sent with turns left
+	// out.
+	truncated int
+	elapsed   time.Duration
 }
 
 func compactionRun(o options, c compactionOptions, b binary, summarizerLatency time.Duration, registry string, convs [][]turn) (*compactionResult, error) {
@@ -264,7 +279,16 @@ func compactionRun(o options, c compactionOptions, b binary, summarizerLatency t
 	if err != nil {
 		return nil, err
 	}
-	rec := &recorder{next: strings.TrimSuffix(model.URL(), "/v1"), tok: tok, hc: client(c.conversations), got: map[string]sent{}}
+	rec := &recorder{next: strings.TrimSuffix(model.URL(), "/v1"), tok: tok, hc: client(c.conversations), got: map[string]sent{}, outputs: map[string]bool{}}
+	for _, turns := range convs {
+		for _, t := range turns {
+			var r struct {
+				Content string `json:"content"`
+			}
+			_ = json.Unmarshal(t.result, &r)
+			rec.outputs[digest(r.Content)] = true
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -357,12 +381,11 @@ func (c compactionOptions) linkYAML() string {
 
 // settings says what this build runs with.
 func (c compactionOptions) settings() string {
-	s := strings.TrimSpace(strings.ReplaceAll(c.compressionYAML()+c.linkYAML(), "\n", ","))
-	s = strings.Join(strings.Fields(s), " ")
+	s := strings.Join(strings.Fields(c.compressionYAML()+c.linkYAML()), " ")
 	if s == "" {
 		return "its defaults"
 	}
-	return strings.TrimSuffix(s, ",")
+	return s + " (the link's: teacher)"
 }
 
 // read takes serve's counters from its metrics m and its waits from its
@@ -383,6 +406,11 @@ func (res *compactionResult) read(m map[string]float64, log string) {
 		res.waited[w[1]] = true
 	}
 	res.untimed = len(untimedLine.FindAllString(log, -1))
+	for _, d := range droppedLine.FindAllStringSubmatch(log, -1) {
+		if d[1] != "0" {
+			res.truncated++
+		}
+	}
 	for _, w := range waitTook.FindAllStringSubmatch(log, -1) {
 		if d, err := time.ParseDuration(w[1]); err == nil {
 			res.longestWait = max(res.longestWait, d)
@@ -453,6 +481,9 @@ var (
 	// untimedLine is this build's line of a wait for a summary before any
 	// had been timed (a fresh server: nothing to expect yet).
 	untimedLine = regexp.MustCompile(`msg="waited for a summary" .* estimate=0s`)
+	// droppedLine is serve's line of a request sent without the summary it
+	// needed, with the messages it left out.
+	droppedLine = regexp.MustCompile(`msg="summary not ready.*dropped_messages=(\d+)`)
 	// waitTook is how long serve itself timed a wait.
 	waitTook = regexp.MustCompile(`msg="waited for a summary" .*took=(\S+)`)
 )
@@ -509,6 +540,10 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 			summaries = append(summaries, float64(s.summary))
 		}
 		r.badPairs += s.badPairs
+		r.folded += s.folded
+		if s.folded > 0 {
+			r.foldedRequests++
+		}
 		if !s.lastOK {
 			r.lastNotVerbatim++
 		}
@@ -535,6 +570,6 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 	}
 	fmt.Printf("compaction %s, summarizer %s: %d requests in %s; summaries %.0f, summarizer calls %.0f; requests that waited for a summary (serve's log): %d = %.1f%% of summaries%s (%s); held > %s for any reason: %d, longest hold %s, median %s; %s\n",
 		name, summarizer, len(r.requests), r.elapsed.Round(100*time.Millisecond), r.summaries, r.calls, len(waits), 100*share, untimed, wait, r.held, slow, ms(worst), ms(time.Duration(median(holds))), counters)
-	fmt.Printf("compaction %s, summarizer %s: upstream tokens per compacted turn median %.0f over %d compacted turns (summary message median %.0f tokens); %.2f M tokens upstream in all; unpaired tool messages %d; last tool result not verbatim in %d requests; a summarizer call took %.2f s on average as serve saw it\n",
-		name, summarizer, median(r.compactedTokens), len(r.compactedTokens), median(summaries), total/1e6, r.badPairs, r.lastNotVerbatim, r.summarySeconds)
+	fmt.Printf("compaction %s, summarizer %s: upstream tokens per compacted turn median %.0f over %d compacted turns (summary message median %.0f tokens); %.2f M tokens upstream in all; unpaired tool messages %d; last tool result not verbatim in %d requests; tool outputs folded %d in %d requests; requests sent with turns left out (serve's log) %d; a summarizer call took %.2f s on average as serve saw it\n",
+		name, summarizer, median(r.compactedTokens), len(r.compactedTokens), median(summaries), total/1e6, r.badPairs, r.lastNotVerbatim, r.folded, r.foldedRequests, r.truncated, r.summarySeconds)
 }
