@@ -7,7 +7,8 @@ package main
 // count is the run's summarizer calls. Between the client and the upstream
 // a recorder notes when each request arrives (serve held it for the
 // difference) and checks what serve sent: its tokens, every tool call
-// paired with its result, and the last tool result verbatim. The
+// paired with its result, the last tool result verbatim, and the tool
+// outputs sent folded (any content but the scripted output). The
 // conversations are scripted, not the embedded agent's, so every binary
 // and summarizer sees the same requests and the figures are paired.
 
