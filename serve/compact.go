@@ -179,10 +179,14 @@ func (c *compactor) view(sp *span, s session) int {
 
 // prepare applies compression to conv. Once the history passes the
 // floor, it starts the next summary in the background when the lead time
-// says it would otherwise be late (or the view passes the trigger). Past
-// the threshold with no summary ready, it waits at most max_wait, and
-// only when the summary is expected within it; else the request goes out
-// truncated and the summary serves from the next request on.
+// says it is time (see startAt). Past
+// the threshold it sends the summary and the turns since (see compose).
+// When the summary it needs is not ready, the request waits for it at
+// most max_wait, and only when it is expected within the bound; else it
+// goes out folded or truncated and the summary serves from the next
+// request on. With keep_tokens set, folded outputs are the usual shape of
+// a compacted request, so it does not wait at all unless even folding
+// would leave turns out.
 func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant string) (outcome, error) {
 	if conv.uncounted {
 		return outcome{session: sessionID(conv, tenant), uncounted: true}, nil
@@ -196,31 +200,79 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 	lead, known := c.pace.observe(sp.id, out.original, len(sp.cuts))
 	s := c.session(sp)
 	view := c.view(sp, s)
-	if (view > c.trigger() || known && view+lead > c.cfg.Threshold) && sp.cut > conv.head+s.Covered {
+	if view > c.startAt(lead, known) && sp.cut > conv.head+s.Covered {
 		c.background(sp, s, "background")
 	}
 	if out.original <= c.cfg.Threshold {
 		return out, nil
 	}
-	if view > c.cfg.Threshold {
+	late := view > c.cfg.Threshold
+	if late && (c.cfg.KeepTokens == 0 || c.truncates(sp, s)) {
 		out.waited = c.await(ctx, sp, s)
 		// The summary may also have landed since s was read.
-		if s = c.session(sp); c.view(sp, s) > c.cfg.Threshold {
-			return c.bypass(sp, s, out)
-		}
+		s = c.session(sp)
+		late = c.view(sp, s) > c.cfg.Threshold
 	}
-	if s.Covered == 0 {
-		return out, nil
-	}
-	body, err := conv.withSummary(s.Summary, conv.head+s.Covered)
+	return c.compose(sp, s, out, late)
+}
+
+// truncates reports whether the request, sent with summary s, would have
+// to leave turns out to fit the threshold, however much is folded.
+func (c *compactor) truncates(sp *span, s session) bool {
+	note, err := foldedNote()
 	if err != nil {
-		return out, err
+		return true
 	}
-	out.body, out.compressed = body, true
-	out.sent = c.view(sp, s)
+	from := sp.conv.head + s.Covered
+	return c.layout(sp, from, c.fixed(sp, s), note).drop > from
+}
+
+// fixed is the tokens of the head and summary s.
+func (c *compactor) fixed(sp *span, s session) int {
+	if s.Covered == 0 {
+		return sp.headTok
+	}
+	return sp.headTok + c.tok.Count(s.Summary)
+}
+
+// compose sends the request as head, summary s and the turns since it:
+// the newest within keep_tokens verbatim (the last turn always), older
+// ones with their tool outputs folded, as many more as the threshold
+// needs, and the oldest left out if even that passes it. late says the
+// summary the request needed was not ready: it is counted and logged as
+// bypassed.
+func (c *compactor) compose(sp *span, s session, out outcome, late bool) (outcome, error) {
+	f, body, err := c.plan(sp, s)
+	if err != nil || body == nil {
+		return out, err // body nil: no summary and nothing to fold, as sent
+	}
+	out.body, out.compressed, out.sent = body, true, f.tokens
 	out.guidelineID, out.link = s.GuidelineID, s.Link
 	c.m.tokensSaved.Add(float64(max(0, out.original-out.sent)))
+	if late {
+		out.bypassed, out.link = true, LinkTruncation
+		c.m.summaryBypassed.Inc()
+		slog.Info("summary not ready; request folded or truncated", "session", sp.id, "tokens_original", out.original,
+			"tokens_sent", out.sent, "summary_covers", s.Covered, "folded_messages", f.verbatim-f.drop,
+			"dropped_messages", f.drop-sp.conv.head-s.Covered)
+	}
 	return out, nil
+}
+
+// plan lays sp out with summary s as compose sends it, with no side
+// effect; body is nil when there is no summary and nothing to fold.
+func (c *compactor) plan(sp *span, s session) (folding, []byte, error) {
+	note, err := foldedNote()
+	if err != nil {
+		return folding{}, nil, err
+	}
+	from := sp.conv.head + s.Covered
+	f := c.layout(sp, from, c.fixed(sp, s), note)
+	if s.Covered == 0 && f.drop == from && f.verbatim == from {
+		return f, nil, nil
+	}
+	body, err := f.body(sp.conv, s.Summary, note)
+	return f, body, err
 }
 
 // await waits for the summary of sp, starting it if none is under way,
@@ -263,44 +315,16 @@ func (c *compactor) await(ctx context.Context, sp *span, s session) bool {
 	return true
 }
 
-// bypass sends the request without the summary it needs: the previous
-// summary and the newest turns that fit the threshold (at least the last
-// turn, so no tool call is split from its result). The turns dropped are
-// in the summary under way, which serves from the next request on.
-func (c *compactor) bypass(sp *span, s session, out outcome) (outcome, error) {
-	cut, sent, ok := c.bypassCut(sp, s)
-	if !ok {
-		return out, nil // no turn to cut at: the request goes as sent
+// startAt is the view, in tokens, past which the next summary starts:
+// lead tokens before the threshold, so that it lands in time, but never
+// below the floor, so that each summary folds at least the floor's worth
+// of turns (early starts must not mean many more summaries); the trigger
+// while the conversation's pace is not known.
+func (c *compactor) startAt(lead int, known bool) int {
+	if !known {
+		return c.trigger()
 	}
-	body, err := sp.conv.withSummary(s.Summary, cut)
-	if err != nil {
-		return out, err
-	}
-	out.body, out.compressed, out.bypassed = body, true, true
-	out.sent = sent
-	out.guidelineID, out.link = s.GuidelineID, LinkTruncation
-	c.m.summaryBypassed.Inc()
-	c.m.tokensSaved.Add(float64(max(0, out.original-out.sent)))
-	slog.Info("summary not ready; request truncated", "session", sp.id, "tokens_original", out.original,
-		"tokens_sent", out.sent, "summary_covers", s.Covered, "dropped_messages", cut-sp.conv.head-s.Covered)
-	return out, nil
-}
-
-// bypassCut is where bypass cuts sp with s, and the tokens then sent;
-// ok is false when there is no turn to cut at.
-func (c *compactor) bypassCut(sp *span, s session) (cut, sent int, ok bool) {
-	if len(sp.cuts) == 0 {
-		return 0, 0, false
-	}
-	fixed := sp.headTok
-	if s.Covered > 0 {
-		fixed += c.tok.Count(s.Summary)
-	}
-	cut = sp.cuts[len(sp.cuts)-1]
-	for i := len(sp.cuts) - 2; i >= 0 && sp.cuts[i] >= sp.conv.head+s.Covered && fixed+sp.tail(sp.cuts[i]) <= c.cfg.Threshold; i-- {
-		cut = sp.cuts[i]
-	}
-	return cut, fixed + sp.tail(cut), true
+	return max(c.floor(), c.cfg.Threshold-lead)
 }
 
 // floor is the history, in tokens, below which no summary is computed.

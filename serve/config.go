@@ -91,25 +91,34 @@ type Compression struct {
 	// as system + first user message + summary + the last turns.
 	Threshold int `yaml:"threshold"`
 	// Trigger is the fraction of Threshold at which the next summary is
-	// computed in the background, so no request waits for it. The lead
-	// time starts it earlier when the conversation grows faster than the
-	// summarizer can keep up with.
+	// computed in the background while the conversation's pace is not yet
+	// known. Once it is, the lead time starts each summary so that it lands
+	// before the threshold is crossed: later than the trigger with a fast
+	// summarizer, earlier with a slow one, never below Floor.
 	Trigger float64 `yaml:"trigger"`
-	// Floor is the fraction of Threshold a conversation's history passes
-	// before any summary of it is computed, however early the lead time
-	// would start one, so short conversations pay for none; 0 is Trigger.
+	// Floor is the fraction of Threshold below which no summary starts,
+	// however early the lead time would start one: the history for a
+	// conversation's first summary (short conversations pay for none), the
+	// summary plus the turns since for the next (each summary folds at
+	// least that much, so early starts do not multiply summaries); 0 is
+	// Trigger.
 	Floor float64 `yaml:"floor"`
 	// MaxWait bounds a request's wait for a summary not ready when the
 	// threshold is passed; past it (or at once, when the summary is not
 	// expected within it) the request goes with the previous summary and
-	// the newest turns that fit.
+	// the turns since, older tool outputs folded or, if that is not
+	// enough, the oldest turns left out.
 	MaxWait time.Duration `yaml:"max_wait"`
 	// KeepLast is the number of last turns (assistant message and what
 	// answers it) sent verbatim; ACON keeps the last pair (1).
 	KeepLast int `yaml:"keep_last"`
-	// KeepTokens, when set, bounds those turns in tokens: fewer are kept
-	// when they pass it, never fewer than the last one, whose tool results
-	// go verbatim; older tool outputs are folded into the summary.
+	// KeepTokens, when set, bounds in tokens the turns a compacted request
+	// sends verbatim after its summary: the newest within it, never fewer
+	// than the last turn, whose tool results go verbatim. Older turns keep
+	// their tool calls, paired with their results, but the outputs are
+	// folded: replaced by a note, as the summary covers them or will from
+	// the next summary on. Then a request past the threshold does not wait
+	// for a late summary unless even folding would leave turns out.
 	KeepTokens int `yaml:"keep_tokens"`
 	// Registry is the guideline registry directory; its promoted history
 	// guideline is served.
@@ -140,6 +149,18 @@ type Link struct {
 	Model   string        `yaml:"model"`
 	KeyEnv  string        `yaml:"key_env"`
 	Timeout time.Duration `yaml:"timeout"`
+	// Latency is the time a summary is expected to take on this link
+	// before serve has timed one: the lead time's first estimate, so the
+	// first summaries of a fresh server start early enough. Afterwards the
+	// moving estimate takes over; both are capped at Timeout, past which
+	// the link is abandoned anyway. 0: no estimate before the first
+	// summary is timed (it starts at the trigger).
+	Latency time.Duration `yaml:"latency"`
+	// Concurrency bounds the summaries in flight on this link; a
+	// conversation has at most one, so past this many conversations near
+	// their threshold at once, summaries queue and land later. 0 is llm's
+	// default.
+	Concurrency int `yaml:"concurrency"`
 }
 
 // Sessions configures the store of rolling summaries.
@@ -207,8 +228,8 @@ func Default() Config {
 			Reload: 2 * time.Second, Encoding: llm.DefaultEncoding,
 		},
 		Compressor: Compressors{
-			Student:         Link{Timeout: 20 * time.Second},
-			Teacher:         Link{Timeout: 60 * time.Second},
+			Student:         Link{Timeout: 20 * time.Second, Latency: 2 * time.Second},
+			Teacher:         Link{Timeout: 60 * time.Second, Latency: 2 * time.Second},
 			BreakerFailures: 3, BreakerCooldown: 30 * time.Second,
 		},
 		Sessions: Sessions{TTL: 24 * time.Hour, Max: 10000},
@@ -336,6 +357,12 @@ func (c Config) Validate() error {
 			bad(l.name+".model", "must not be empty when base_url is set")
 		}
 		positive(l.name+".timeout", l.l.Timeout)
+		if l.l.Latency < 0 {
+			bad(l.name+".latency", "must not be negative (0: no estimate before the first summary is timed)")
+		}
+		if l.l.Concurrency < 0 {
+			bad(l.name+".concurrency", "must not be negative (0 means %d)", llm.DefaultConcurrency)
+		}
 	}
 	if c.Compressor.BreakerFailures < 1 {
 		bad("compressor.breaker_failures", "must be at least 1")

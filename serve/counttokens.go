@@ -28,21 +28,20 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	tools := gjson.GetBytes(body, "tools").Raw
 	original := s.inputTokens(conv, tools)
 	sent := original
-	summary, cut, id := s.comp.measure(conv, tenant)
-	if cut > 0 {
-		b, err := conv.withSummary(summary, cut)
+	b, id, err := s.comp.measure(conv, tenant)
+	if err == nil && b != nil {
+		conv, err = parseConversation(formatAnthropic, b, nil)
 		if err == nil {
-			conv, err = parseConversation(formatAnthropic, b, nil)
+			sent = s.inputTokens(conv, tools)
 		}
-		if err != nil {
-			apiError(w, formatAnthropic, http.StatusInternalServerError, "api_error", "could not compress the messages: "+err.Error())
-			return
-		}
-		sent = s.inputTokens(conv, tools)
+	}
+	if err != nil {
+		apiError(w, formatAnthropic, http.StatusInternalServerError, "api_error", "could not compress the messages: "+err.Error())
+		return
 	}
 	h := w.Header()
 	h.Set(HeaderSession, id)
-	h.Set(HeaderCompressed, strconv.FormatBool(cut > 0))
+	h.Set(HeaderCompressed, strconv.FormatBool(b != nil))
 	h.Set(HeaderTokensIn, strconv.Itoa(original))
 	h.Set(HeaderTokensSent, strconv.Itoa(sent))
 	writeJSON(w, map[string]int{"input_tokens": sent})
@@ -63,20 +62,14 @@ func (s *Server) inputTokens(conv *conversation, tools string) int {
 	return n
 }
 
-// measure is how prepare would send conv now, with no side effect: as it
-// is (cut 0) below the threshold, else cut at cut after the summary, with
-// the session's summary when that fits and as bypass cuts otherwise.
-func (c *compactor) measure(conv *conversation, tenant string) (summary string, cut int, session string) {
+// measure is the body prepare would send for conv now, with no side
+// effect (nil: as it is): below the threshold as sent, past it laid out
+// by compose's own plan with the session's summary as it stands.
+func (c *compactor) measure(conv *conversation, tenant string) (body []byte, session string, err error) {
 	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast, c.cfg.KeepTokens)
 	if sp.headTok+sp.tail(conv.head) <= c.cfg.Threshold {
-		return "", 0, sp.id
+		return nil, sp.id, nil
 	}
-	s := c.session(sp)
-	if s.Covered > 0 && c.view(sp, s) <= c.cfg.Threshold {
-		return s.Summary, conv.head + s.Covered, sp.id
-	}
-	if cut, _, ok := c.bypassCut(sp, s); ok {
-		return s.Summary, cut, sp.id
-	}
-	return "", 0, sp.id
+	_, body, err = c.plan(sp, c.session(sp))
+	return body, sp.id, err
 }

@@ -83,12 +83,35 @@ func (g *growth) leadTokens(latency time.Duration) (n int, ok bool) {
 	return int(turns * g.perTurn.v), true
 }
 
+// linkPrior is what is known of a link before it has made a summary: its
+// configured estimate, and its timeout, which no estimate passes (the
+// chain abandons the link then).
+type linkPrior struct {
+	name            string
+	expect, timeout time.Duration
+}
+
+// linkPriors are the priors of the configured links, in chain order.
+func linkPriors(c Compressors) []linkPrior {
+	var out []linkPrior
+	for _, l := range []struct {
+		name string
+		cfg  Link
+	}{{LinkStudent, c.Student}, {LinkTeacher, c.Teacher}} {
+		if l.cfg.BaseURL != "" {
+			out = append(out, linkPrior{name: l.name, expect: l.cfg.Latency, timeout: l.cfg.Timeout})
+		}
+	}
+	return out
+}
+
 // pace keeps the estimates the lead time is made of: per session its
 // growth, per link the time a summary takes.
 type pace struct {
-	now func() time.Time
-	ttl time.Duration
-	max int
+	now    func() time.Time
+	ttl    time.Duration
+	max    int
+	priors []linkPrior
 
 	mu       sync.Mutex
 	sessions map[string]*growth
@@ -99,8 +122,8 @@ type pace struct {
 	swept time.Time
 }
 
-func newPace(now func() time.Time, ttl time.Duration, max int) *pace {
-	return &pace{now: now, ttl: ttl, max: max, sessions: map[string]*growth{}, links: map[string]*ewma{}}
+func newPace(now func() time.Time, ttl time.Duration, max int, priors ...linkPrior) *pace {
+	return &pace{now: now, ttl: ttl, max: max, priors: priors, sessions: map[string]*growth{}, links: map[string]*ewma{}}
 }
 
 // observe records a request of session id and returns the tokens it will
@@ -132,7 +155,8 @@ func (p *pace) summarized(link string, took time.Duration) {
 	p.last = link
 }
 
-// latency is the time the next summary is expected to take (0: unknown).
+// latency is the time the next summary is expected to take (0: unknown:
+// no link has made one and none has a prior).
 func (p *pace) latency() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -140,10 +164,23 @@ func (p *pace) latency() time.Duration {
 }
 
 func (p *pace) latencyLocked() time.Duration {
-	if e := p.links[p.last]; e != nil {
-		return time.Duration(e.v * float64(time.Second))
+	name := p.last
+	if name == "" && len(p.priors) > 0 {
+		name = p.priors[0].name // the chain starts there
 	}
-	return 0
+	var d, bound time.Duration
+	for _, pr := range p.priors {
+		if pr.name == name {
+			d, bound = pr.expect, pr.timeout
+		}
+	}
+	if e := p.links[name]; e != nil {
+		d = time.Duration(e.v * float64(time.Second))
+	}
+	if bound > 0 {
+		d = min(d, bound)
+	}
+	return d
 }
 
 // sweepLocked drops sessions not seen for ttl, at most once a ttl, and

@@ -155,12 +155,38 @@ func TestBoundedWait(t *testing.T) {
 	dir, _, _ := registry(t)
 	cfg := testConfig(t, up.url(), blockingCompressor(t, release), dir)
 	cfg.Compression.MaxWait = 150 * time.Millisecond
+	// A summary is expected within the bound until one is timed.
+	cfg.Compressor.Teacher.Latency = 100 * time.Millisecond
+	// Folding allowed, as much as the threshold needs.
+	cfg.Compression.KeepTokens = 10000
 	srv, url := start(t, cfg)
+	note, _ := foldedNote()
 
-	// With no estimate of the summarizer yet, the request past the
-	// threshold waits the bound, then goes truncated.
+	// Past the threshold with no summary, a request that fits once older
+	// tool outputs are folded does not wait: it goes folded, every turn
+	// there, pairs whole, the last result verbatim.
 	t0 := time.Now()
-	resp, b := post(t, url+"/v1/chat/completions", toolConversation(6, "bw"), nil)
+	resp, b := post(t, url+"/v1/chat/completions", toolConversation(6, "fold"), nil)
+	if took := time.Since(t0); took >= cfg.Compression.MaxWait {
+		t.Errorf("a request that fits folded was held %v", took)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	body, _ := up.last()
+	checkPairs(t, body)
+	msgs := gjson.GetBytes(body, "messages").Array()
+	if len(msgs) != 2+2*6 || msgs[3].Get("content").Str != note || msgs[len(msgs)-1].Get("content").Str != observation(5) {
+		t.Errorf("want all 6 turns, the first output folded, the last verbatim: %d messages, first output %.40q", len(msgs), msgs[3].Get("content").Str)
+	}
+	if w, by := metric(t, url, "ctxopt_serve_summary_waited_total"), metric(t, url, "ctxopt_serve_summary_bypassed_total"); w != 0 || by != 1 {
+		t.Errorf("waited %v bypassed %v, want 0 and 1", w, by)
+	}
+
+	// One that would lose turns even folded waits the bound for the summary
+	// expected within it, then goes truncated.
+	t0 = time.Now()
+	resp, b = post(t, url+"/v1/chat/completions", toolConversation(16, "bw"), nil)
 	took := time.Since(t0)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
@@ -168,23 +194,27 @@ func TestBoundedWait(t *testing.T) {
 	if took < cfg.Compression.MaxWait || took > cfg.Compression.MaxWait+2*time.Second {
 		t.Errorf("the request took %v; want the bound %v and no more than processing beyond it", took, cfg.Compression.MaxWait)
 	}
-	checkTruncated(t, up, resp, "bw", 6, cfg.Compression.Threshold)
+	checkTruncated(t, up, resp, "bw", 16, cfg.Compression.Threshold)
 	waited := metric(t, url, "ctxopt_serve_summary_waited_total")
 	bypassed := metric(t, url, "ctxopt_serve_summary_bypassed_total")
-	if waited != 1 || bypassed != 1 {
-		t.Errorf("waited %v bypassed %v, want 1 and 1", waited, bypassed)
+	if waited != 1 || bypassed != 2 {
+		t.Errorf("waited %v bypassed %v, want 1 and 2", waited, bypassed)
 	}
 
 	// The summary lands late; the next request uses it without waiting.
 	close(release)
 	deadline := time.Now().Add(10 * time.Second)
-	for metric(t, url, `ctxopt_serve_compressions_total{link="teacher",mode="background"}`) == 0 && time.Now().Before(deadline) {
+	landed := func() float64 {
+		return metric(t, url, `ctxopt_serve_compressions_total{link="teacher",mode="sync"}`) +
+			metric(t, url, `ctxopt_serve_compressions_total{link="teacher",mode="background"}`)
+	}
+	for landed() < 2 && time.Now().Before(deadline) { // "fold" and "bw"
 		time.Sleep(10 * time.Millisecond)
 	}
-	if resp, b := post(t, url+"/v1/chat/completions", toolConversation(7, "bw"), nil); resp.StatusCode != http.StatusOK {
+	if resp, b := post(t, url+"/v1/chat/completions", toolConversation(17, "bw"), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
-	body, _ := up.last()
+	body, _ = up.last()
 	if m := gjson.GetBytes(body, "messages.2.content").Str; !strings.Contains(m, "HISTORY_SUMMARY") {
 		t.Errorf("the request after the late summary went without it: third message %.80q", m)
 	}
@@ -193,11 +223,11 @@ func TestBoundedWait(t *testing.T) {
 	// A summarizer known to take longer than the bound is not waited for.
 	srv.comp.pace.summarized(LinkTeacher, 10*time.Second)
 	t0 = time.Now()
-	resp, _ = post(t, url+"/v1/chat/completions", toolConversation(6, "other"), nil)
+	resp, _ = post(t, url+"/v1/chat/completions", toolConversation(16, "other"), nil)
 	if took := time.Since(t0); took >= cfg.Compression.MaxWait {
 		t.Errorf("a summary expected in 10 s held the request %v (bound %v)", took, cfg.Compression.MaxWait)
 	}
-	checkTruncated(t, up, resp, "other", 6, cfg.Compression.Threshold)
+	checkTruncated(t, up, resp, "other", 16, cfg.Compression.Threshold)
 	if n := metric(t, url, "ctxopt_serve_summary_waited_total"); n != 1 {
 		t.Errorf("waited %v, want still 1", n)
 	}
@@ -215,7 +245,7 @@ func checkTruncated(t *testing.T, up *upstreamRec, resp *http.Response, tag stri
 	checkPairs(t, body)
 	msgs := gjson.GetBytes(body, "messages").Array()
 	if n := len(msgs); n < 4 || n >= 2+2*steps {
-		t.Errorf("%d messages sent; want system, task and some but not all of the %d turns", n, steps)
+		t.Errorf("%d messages sent; want system, task and some but not all of the %d turns (folding was not enough)", n, steps)
 	}
 	last := msgs[len(msgs)-1]
 	if last.Get("content").Str != observation(steps-1) || last.Get("tool_call_id").Str != "call_"+tag+"_"+strconv.Itoa(steps-1) {
@@ -223,5 +253,58 @@ func checkTruncated(t *testing.T, up *upstreamRec, resp *http.Response, tag stri
 	}
 	if got, _ := strconv.Atoi(resp.Header.Get(HeaderTokensSent)); got > threshold {
 		t.Errorf("%d tokens sent, over the %d threshold", got, threshold)
+	}
+}
+
+func TestLatencyPrior(t *testing.T) {
+	c := &clock{t: time.Unix(1e9, 0)}
+	priors := []linkPrior{{LinkStudent, 2 * time.Second, 20 * time.Second}, {LinkTeacher, 90 * time.Second, 60 * time.Second}}
+	p := newPace(c.now, time.Hour, 100, priors...)
+	// Before any summary: the first link's prior, so a fresh server's
+	// first summaries start early enough.
+	if d := p.latency(); d != 2*time.Second {
+		t.Errorf("before any summary: %v, want the student's prior 2s", d)
+	}
+	// The student fell through; the teacher made it: its prior is capped
+	// at its timeout, its first timing replaces it.
+	p.last = LinkTeacher
+	if d := p.latency(); d != 60*time.Second {
+		t.Errorf("teacher's prior of 90s: %v, want its 60s timeout", d)
+	}
+	p.summarized(LinkTeacher, 3*time.Second)
+	if d := p.latency(); d != 3*time.Second {
+		t.Errorf("after a 3 s summary: %v", d)
+	}
+	// A timing over the timeout (queued before the call) is capped too.
+	for range 10 {
+		p.summarized(LinkTeacher, 5*time.Minute)
+	}
+	if d := p.latency(); d != 60*time.Second {
+		t.Errorf("after 5 min summaries: %v, want the 60s timeout", d)
+	}
+	if d := newPace(c.now, time.Hour, 100).latency(); d != 0 {
+		t.Errorf("no links, no timing: %v, want 0", d)
+	}
+}
+
+func TestStartAt(t *testing.T) {
+	c := &compactor{cfg: Compression{Threshold: 10000, Trigger: 0.8}}
+	for _, tc := range []struct {
+		name  string
+		floor float64
+		lead  int
+		known bool
+		want  int
+	}{
+		{"pace unknown: the trigger", 0, 0, false, 8000},
+		{"a fast summarizer starts later than the trigger, in time", 0, 1000, true, 9000},
+		{"a slow one at the floor (the trigger by default), not before", 0, 6000, true, 8000},
+		{"a lower floor lets it start earlier", 0.5, 3000, true, 7000},
+		{"never below the floor", 0.5, 9000, true, 5000},
+	} {
+		c.cfg.Floor = tc.floor
+		if got := c.startAt(tc.lead, tc.known); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -52,7 +52,7 @@ func newMetrics(sessions func() float64) *metrics {
 		summaryWaited: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "summary_waited_total",
 			Help: "Requests past the threshold that waited (at most compression.max_wait) for their summary."}),
 		summaryBypassed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "summary_bypassed_total",
-			Help: "Requests past the threshold whose summary was not ready in time: sent with the previous summary and the newest turns that fit."}),
+			Help: "Requests past the threshold whose summary was not ready in time: sent with the previous summary and the turns since, older tool outputs folded and, if that was not enough, the oldest turns left out."}),
 		summaryWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "summary_wait_seconds",
 			Help:    "Time a request waited for its summary.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),

@@ -176,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg.Compression, tok: tok, store: st, gl: s.gl, m: s.m, log: s.slog,
 		chain:   &chain{links: links, truncation: trunc.History, tok: tok, m: s.m},
 		pending: map[string]*pending{},
-		pace:    newPace(time.Now, cfg.Sessions.TTL, cfg.Sessions.Max),
+		pace:    newPace(time.Now, cfg.Sessions.TTL, cfg.Sessions.Max, linkPriors(cfg.Compressor)...),
 		// A message's framing and the longest role not in its bytes.
 		framing:  tok.CountMessage(llm.Message{Role: "tool"}),
 		countAll: cfg.Limits.TokenBudget > 0,
@@ -209,6 +209,7 @@ func buildLinks(c Compressors, tok *llm.Tokenizer) ([]*link, error) {
 		}
 		cl, err := llm.NewClient(l.name, llm.RoleConfig{
 			BaseURL: l.cfg.BaseURL, Model: l.cfg.Model, KeyEnv: l.cfg.KeyEnv, Timeout: l.cfg.Timeout, MaxRetries: -1,
+			Concurrency: l.cfg.Concurrency,
 		}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("compressor.%s: %w", l.name, err)

@@ -7,7 +7,8 @@ package main
 // count is the run's summarizer calls. Between the client and the upstream
 // a recorder notes when each request arrives (serve held it for the
 // difference) and checks what serve sent: its tokens, every tool call
-// paired with its result, and the last tool result verbatim. The
+// paired with its result, the last tool result verbatim, and the tool
+// outputs sent folded (any content but the scripted output). The
 // conversations are scripted, not the embedded agent's, so every binary
 // and summarizer sees the same requests and the figures are paired.
 
@@ -41,9 +42,12 @@ type compactionOptions struct {
 	turns         int
 	threshold     int
 	turnLatency   time.Duration
-	// maxWait, when set, is this build's compression.max_wait (the
-	// baseline has no such setting).
-	maxWait string
+	// maxWait, keepTokens, linkLatency and linkConcurrency, when set, are
+	// this build's compression.max_wait, compression.keep_tokens and its
+	// teacher's latency and concurrency (a baseline build may have no
+	// such settings; it runs with its defaults).
+	maxWait, linkLatency        string
+	keepTokens, linkConcurrency int
 	// held is the time serve holds a request beyond which it is counted
 	// as slow for any reason (counting tokens and forwarding take a few
 	// milliseconds on a quiet machine).
@@ -60,12 +64,8 @@ func compactionPhase(o options, registry string) error {
 		bins = append(bins, binary{"baseline", o.baseline})
 	}
 	c := o.compaction
-	mw := c.maxWait
-	if mw == "" {
-		mw = "its default"
-	}
-	fmt.Printf("compaction: %d conversations x %d tool-using turns at once, threshold %d tokens, trigger 0.8, serve's max_wait %s; upstream = embedded model answering in %s; holds over %s are counted too\n",
-		c.conversations, c.turns, c.threshold, mw, c.turnLatency, c.held)
+	fmt.Printf("compaction: %d conversations x %d tool-using turns at once, threshold %d tokens, trigger 0.8; this build's settings: %s; upstream = embedded model answering in %s; holds over %s are counted too\n",
+		c.conversations, c.turns, c.threshold, c.settings(), c.turnLatency, c.held)
 	convs := scriptConversations(c.conversations, c.turns)
 	for i, lat := range c.summarizer {
 		order := slices.Clone(bins)
@@ -122,6 +122,8 @@ type sent struct {
 	tokens   int
 	badPairs int
 	lastOK   bool
+	// folded is the tool messages sent without their output.
+	folded int
 }
 
 // recorder is the upstream serve talks to: it records each request and
@@ -130,6 +132,10 @@ type recorder struct {
 	next string // the embedded model's root, without /v1
 	tok  *llm.Tokenizer
 	hc   *http.Client
+
+	// outputs holds the digests of every scripted tool output: a tool
+	// message sent with another content had its output folded.
+	outputs map[string]bool
 
 	mu  sync.Mutex
 	got map[string]sent // by X-Request-Id
@@ -176,6 +182,11 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.summary = rec.tok.CountMessage(msgs[2]) // system, task, summary
 	}
 	s.badPairs = unpaired(msgs)
+	for _, m := range msgs {
+		if m.Role == "tool" && !rec.outputs[digest(m.Content)] {
+			s.folded++
+		}
+	}
 	if n := len(msgs); n > 0 && msgs[n-1].Role == "tool" {
 		s.lastOK = digest(msgs[n-1].Content) == r.Header.Get("X-Bench-Last")
 	}
@@ -240,11 +251,16 @@ type compactionResult struct {
 	// counts those that waited before any summary had been timed.
 	waited                     map[string]bool
 	untimed                    int
+	longestWait                time.Duration
 	hasBypass                  bool
 	held                       time.Duration
 	compactedTokens, allTokens []float64
 	badPairs, lastNotVerbatim  int
-	elapsed                    time.Duration
+	folded, foldedRequests     int
+	// truncated counts the requests serve logged as sent with turns left
+	// out.
+	truncated int
+	elapsed   time.Duration
 }
 
 func compactionRun(o options, c compactionOptions, b binary, summarizerLatency time.Duration, registry string, convs [][]turn) (*compactionResult, error) {
@@ -264,7 +280,16 @@ func compactionRun(o options, c compactionOptions, b binary, summarizerLatency t
 	if err != nil {
 		return nil, err
 	}
-	rec := &recorder{next: strings.TrimSuffix(model.URL(), "/v1"), tok: tok, hc: client(c.conversations), got: map[string]sent{}}
+	rec := &recorder{next: strings.TrimSuffix(model.URL(), "/v1"), tok: tok, hc: client(c.conversations), got: map[string]sent{}, outputs: map[string]bool{}}
+	for _, turns := range convs {
+		for _, t := range turns {
+			var r struct {
+				Content string `json:"content"`
+			}
+			_ = json.Unmarshal(t.result, &r)
+			rec.outputs[digest(r.Content)] = true
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -312,8 +337,9 @@ func startServe(o options, c compactionOptions, b binary, logs io.Writer, upstre
 	cfg := filepath.Join(work, "serve.yaml")
 	yaml := fmt.Sprintf("listen: %s\nupstream:\n  openai:\n    base_url: %s\ncompression:\n  registry: %s\n  threshold: %d\n  trigger: 0.8\ncompressor:\n  teacher:\n    base_url: %s\n    model: ctxopt-sim\n    timeout: 60s\nauth:\n  anonymous: true\n",
 		addr, upstream, registry, c.threshold, summarizer)
-	if c.maxWait != "" && b.name == "serve" {
-		yaml = strings.Replace(yaml, "  trigger: 0.8\n", "  trigger: 0.8\n  max_wait: "+c.maxWait+"\n", 1)
+	if b.name == "serve" {
+		yaml = strings.Replace(yaml, "  trigger: 0.8\n", "  trigger: 0.8\n"+c.compressionYAML(), 1)
+		yaml = strings.Replace(yaml, "    timeout: 60s\n", "    timeout: 60s\n"+c.linkYAML(), 1)
 	}
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		return nil, "", err
@@ -328,6 +354,39 @@ func startServe(o options, c compactionOptions, b binary, logs io.Writer, upstre
 		return nil, "", err
 	}
 	return srv, url, nil
+}
+
+// compressionYAML and linkYAML are this build's settings the flags name,
+// as lines of serve's config.
+func (c compactionOptions) compressionYAML() string {
+	var b strings.Builder
+	if c.maxWait != "" {
+		b.WriteString("  max_wait: " + c.maxWait + "\n")
+	}
+	if c.keepTokens > 0 {
+		fmt.Fprintf(&b, "  keep_tokens: %d\n", c.keepTokens)
+	}
+	return b.String()
+}
+
+func (c compactionOptions) linkYAML() string {
+	var b strings.Builder
+	if c.linkLatency != "" {
+		b.WriteString("    latency: " + c.linkLatency + "\n")
+	}
+	if c.linkConcurrency > 0 {
+		fmt.Fprintf(&b, "    concurrency: %d\n", c.linkConcurrency)
+	}
+	return b.String()
+}
+
+// settings says what this build runs with.
+func (c compactionOptions) settings() string {
+	s := strings.Join(strings.Fields(c.compressionYAML()+c.linkYAML()), " ")
+	if s == "" {
+		return "its defaults"
+	}
+	return s + " (the link's: teacher)"
 }
 
 // read takes serve's counters from its metrics m and its waits from its
@@ -348,6 +407,16 @@ func (res *compactionResult) read(m map[string]float64, log string) {
 		res.waited[w[1]] = true
 	}
 	res.untimed = len(untimedLine.FindAllString(log, -1))
+	for _, d := range droppedLine.FindAllStringSubmatch(log, -1) {
+		if d[1] != "0" {
+			res.truncated++
+		}
+	}
+	for _, w := range waitTook.FindAllStringSubmatch(log, -1) {
+		if d, err := time.ParseDuration(w[1]); err == nil {
+			res.longestWait = max(res.longestWait, d)
+		}
+	}
 }
 
 // converse runs the conversations at once, each turn after the answer to
@@ -413,6 +482,11 @@ var (
 	// untimedLine is this build's line of a wait for a summary before any
 	// had been timed (a fresh server: nothing to expect yet).
 	untimedLine = regexp.MustCompile(`msg="waited for a summary" .* estimate=0s`)
+	// droppedLine is serve's line of a request sent without the summary it
+	// needed, with the messages it left out.
+	droppedLine = regexp.MustCompile(`msg="summary not ready.*dropped_messages=(\d+)`)
+	// waitTook is how long serve itself timed a wait.
+	waitTook = regexp.MustCompile(`msg="waited for a summary" .*took=(\S+)`)
 )
 
 const benchTools = `[{"type":"function","function":{"name":"search","description":"search the corpus","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}}}]`
@@ -467,6 +541,10 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 			summaries = append(summaries, float64(s.summary))
 		}
 		r.badPairs += s.badPairs
+		r.folded += s.folded
+		if s.folded > 0 {
+			r.foldedRequests++
+		}
 		if !s.lastOK {
 			r.lastNotVerbatim++
 		}
@@ -485,7 +563,7 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 		untimed = fmt.Sprintf(", %d of them before any summary had been timed", r.untimed)
 	}
 	if r.hasBypass {
-		counters = fmt.Sprintf("serve's counters: waited %.0f, bypassed (truncated) %.0f", r.waitedMetric, r.bypassMetric)
+		counters = fmt.Sprintf("serve's counters: waited %.0f, bypassed (folded or truncated) %.0f; longest wait as serve timed it %s", r.waitedMetric, r.bypassMetric, ms(r.longestWait))
 	}
 	var total float64
 	for _, t := range r.allTokens {
@@ -493,6 +571,6 @@ func (r *compactionResult) print(name string, summarizer time.Duration) {
 	}
 	fmt.Printf("compaction %s, summarizer %s: %d requests in %s; summaries %.0f, summarizer calls %.0f; requests that waited for a summary (serve's log): %d = %.1f%% of summaries%s (%s); held > %s for any reason: %d, longest hold %s, median %s; %s\n",
 		name, summarizer, len(r.requests), r.elapsed.Round(100*time.Millisecond), r.summaries, r.calls, len(waits), 100*share, untimed, wait, r.held, slow, ms(worst), ms(time.Duration(median(holds))), counters)
-	fmt.Printf("compaction %s, summarizer %s: upstream tokens per compacted turn median %.0f over %d compacted turns (summary message median %.0f tokens); %.2f M tokens upstream in all; unpaired tool messages %d; last tool result not verbatim in %d requests; a summarizer call took %.2f s on average as serve saw it\n",
-		name, summarizer, median(r.compactedTokens), len(r.compactedTokens), median(summaries), total/1e6, r.badPairs, r.lastNotVerbatim, r.summarySeconds)
+	fmt.Printf("compaction %s, summarizer %s: upstream tokens per compacted turn median %.0f over %d compacted turns (summary message median %.0f tokens); %.2f M tokens upstream in all; unpaired tool messages %d; last tool result not verbatim in %d requests; tool outputs folded %d in %d requests; requests sent with turns left out (serve's log) %d; a summarizer call took %.2f s on average as serve saw it\n",
+		name, summarizer, median(r.compactedTokens), len(r.compactedTokens), median(summaries), total/1e6, r.badPairs, r.lastNotVerbatim, r.folded, r.foldedRequests, r.truncated, r.summarySeconds)
 }
