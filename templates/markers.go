@@ -1,5 +1,7 @@
 package templates
 
+import "regexp"
+
 // Markers name the parts of a rendered prompt that code must find in it.
 // The embedded offline model (llm/sim) reads prompts by these and never by
 // their sentences, so a prompt can be reworded freely while its markers
@@ -82,4 +84,19 @@ const (
 	// TaskPlan stands on its own line before the numbered steps of a task
 	// that spells out its plan (office_task.tmpl).
 	TaskPlan = "Plan:"
+
+	// A playbook guideline (ACE) holds its bullets between lines holding
+	// PlaybookBegin and PlaybookEnd, one "## section" heading per section
+	// and one bullet a line: "[slug-00001] helpful=2 harmful=0 :: content"
+	// (guideline.Playbook renders them, the embedded compressor reads
+	// each bullet's content as a rule, the reflector and curator prompts
+	// show them).
+	PlaybookBegin = "PLAYBOOK_BEGIN"
+	PlaybookEnd   = "PLAYBOOK_END"
+	// BulletSep separates a bullet's id and counters from its content.
+	BulletSep = " :: "
 )
+
+// BulletLine matches one playbook bullet: its id, helpful and harmful
+// counts and content.
+var BulletLine = regexp.MustCompile(`^\[([a-z][a-z0-9_]*-\d{5})\] helpful=(\d+) harmful=(\d+)` + regexp.QuoteMeta(BulletSep) + `(.*)$`)
