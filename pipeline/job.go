@@ -105,6 +105,10 @@ type Roles struct {
 	Embedder   llm.RoleConfig `yaml:"embedder" json:"embedder"`
 	// Generator writes synthetic workflows (optimize synth generate).
 	Generator llm.RoleConfig `yaml:"generator" json:"generator"`
+	// Reflector and Curator play the ACE optimizer's roles; unset, they
+	// take the optimizer's endpoint (llm.FallbackRole).
+	Reflector llm.RoleConfig `yaml:"reflector" json:"reflector"`
+	Curator   llm.RoleConfig `yaml:"curator" json:"curator"`
 }
 
 // each calls f with every role's name and configuration, in llm.Roles'
@@ -346,6 +350,10 @@ func (j *Job) applyDefaults() {
 	}
 	seed := j.Seed
 	_ = j.Roles.each(func(name string, c *llm.RoleConfig) error {
+		if from := llm.FallbackRole(name); from != "" && *c == (llm.RoleConfig{}) {
+			*c = *j.Roles.get(from) // defaulted already: Roles lists it first
+			return nil
+		}
 		if c.BaseURL == "" {
 			c.BaseURL = Embedded
 		}

@@ -35,7 +35,7 @@ const (
 var roles = []llm.Purpose{
 	llm.PurposeAgent, llm.PurposeCompressor, llm.PurposeAnalyzer,
 	llm.PurposeOptimizer, llm.PurposeJudge, llm.PurposeEmbedder,
-	llm.PurposeGenerator,
+	llm.PurposeGenerator, llm.PurposeReflector, llm.PurposeCurator,
 }
 
 var faultKinds = []string{Fault429, Fault5xx, FaultTimeout, FaultMalformed}
@@ -540,12 +540,13 @@ func chatRole(header string, tools bool) (llm.Purpose, error) {
 			return llm.PurposeAgent, nil
 		}
 		return purposeChat, nil
-	case llm.PurposeAgent, llm.PurposeCompressor, llm.PurposeAnalyzer, llm.PurposeOptimizer, llm.PurposeJudge, llm.PurposeGenerator:
+	case llm.PurposeAgent, llm.PurposeCompressor, llm.PurposeAnalyzer, llm.PurposeOptimizer, llm.PurposeJudge, llm.PurposeGenerator,
+		llm.PurposeReflector, llm.PurposeCurator:
 		return p, nil
 	case llm.PurposeEmbedder:
 		return "", fmt.Errorf("%s header: the embedder is served by POST /v1/embeddings, not chat completions", llm.RoleHeader)
 	default:
-		return "", fmt.Errorf("%s header: unknown role %q; want agent, compressor, analyzer, optimizer, judge or generator", llm.RoleHeader, header)
+		return "", fmt.Errorf("%s header: unknown role %q; want agent, compressor, analyzer, optimizer, judge, generator, reflector or curator", llm.RoleHeader, header)
 	}
 }
 
