@@ -42,10 +42,14 @@ type Job struct {
 	Compression CompressionSpec `yaml:"compression" json:"compression"`
 	Rollout     RolloutSpec     `yaml:"rollout" json:"rollout"`
 	Optimize    OptimizeSpec    `yaml:"optimize" json:"optimize"`
-	Budget      Budget          `yaml:"budget" json:"budget"`
-	Cache       CacheSpec       `yaml:"cache" json:"cache"`
-	Eval        EvalSpec        `yaml:"eval" json:"eval"`
-	Distill     DistillSpec     `yaml:"distill" json:"distill"`
+	// Optimizer chooses ACON (the default) or ACE; ACE reads the ace
+	// section.
+	Optimizer string      `yaml:"optimizer" json:"optimizer"`
+	ACE       ACESpec     `yaml:"ace" json:"ace"`
+	Budget    Budget      `yaml:"budget" json:"budget"`
+	Cache     CacheSpec   `yaml:"cache" json:"cache"`
+	Eval      EvalSpec    `yaml:"eval" json:"eval"`
+	Distill   DistillSpec `yaml:"distill" json:"distill"`
 	// Synth configures PAACE-Syn (optimize synth).
 	Synth  synth.Settings    `yaml:"synth" json:"synth"`
 	Labels map[string]string `yaml:"labels" json:"labels,omitempty"`
@@ -406,6 +410,10 @@ func (j *Job) applyDefaults() {
 		j.Distill.MaxLength = 10000
 	}
 	j.Synth = j.Synth.WithDefaults()
+	if j.Optimizer == "" {
+		j.Optimizer = OptimizerACON
+	}
+	j.ACE = j.ACE.WithDefaults()
 }
 
 // Validate checks the values; each problem names its field, and its line
@@ -597,6 +605,18 @@ func (j *Job) problems() []fieldProblem {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			add("cache.path", "%s is a directory; want the path of the cache file, e.g. %s", p, filepath.Join(p, "llm.db"))
 		}
+	}
+	switch j.Optimizer {
+	case OptimizerACON:
+		if j.has("ace") {
+			add("ace", "goes with optimizer: %s", OptimizerACE)
+		}
+	case OptimizerACE:
+		for _, p := range j.ACE.Problems() {
+			add("ace."+p.Field, "%s", p.Message)
+		}
+	default:
+		add("optimizer", "unknown optimizer %q; want %s (whole-guideline rewrites) or %s (playbooks grown by delta operations)", j.Optimizer, OptimizerACON, OptimizerACE)
 	}
 	for _, p := range j.Synth.Problems() {
 		field := "synth." + p.Field

@@ -52,7 +52,9 @@ type RunSummary struct {
 	SelectedGuideline string            `json:"selected_guideline"`
 	StartingGuideline string            `json:"starting_guideline"`
 	Rounds            []guideline.Round `json:"rounds"`
-	StoppedEarly      bool              `json:"stopped_early"`
+	// ACERounds are the rounds of the ACE optimizer (optimizer: ace).
+	ACERounds    []guideline.ACERound `json:"ace_rounds,omitempty"`
+	StoppedEarly bool                 `json:"stopped_early"`
 	// Eval compares the selected guideline with the baselines on the test
 	// split, when enabled.
 	Eval *FinalEval `json:"eval,omitempty"`
@@ -145,7 +147,13 @@ func (p *runner) run() (*RunSummary, error) {
 		return nil, err
 	}
 	parent := seed
-	for r := 1; r <= p.job.Optimize.Rounds; r++ {
+	if p.job.Optimizer == OptimizerACE {
+		parent, cur, err = p.aceRounds(sum, seed, base, cur)
+		if err != nil {
+			return sum, err
+		}
+	}
+	for r := 1; r <= p.job.Optimize.Rounds && p.job.Optimizer == OptimizerACON; r++ {
 		if parent, cur, err = p.round(sum, r, parent, base, cur); err != nil {
 			return sum, err
 		}
@@ -176,6 +184,9 @@ func (p *runner) begin() (*RunSummary, compiled, error) {
 	p.uses = nil // a retry builds its agents again
 	if job.Optimize.Rounds > 0 {
 		p.uses = append(p.uses, p.rt.use(llm.RoleOptimizer))
+	}
+	if job.Optimizer == OptimizerACE {
+		p.uses = append(p.uses, p.rt.use(llm.RoleReflector), p.rt.use(llm.RoleCurator))
 	}
 	sum.Projected = Project(job, len(p.train))
 	sum.Projected.Log()

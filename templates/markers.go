@@ -95,6 +95,18 @@ const (
 	PlaybookEnd   = "PLAYBOOK_END"
 	// BulletSep separates a bullet's id and counters from its content.
 	BulletSep = " :: "
+	// FeedbackItem opens the line that names one feedback record in the
+	// reflector and curator prompts: "FEEDBACK_ITEM id step=ut
+	// outcome=failed", followed by its LostItem and RuleItem lines
+	// (ace_reflector.tmpl, ace_curator.tmpl).
+	FeedbackItem = "FEEDBACK_ITEM"
+	LostItem     = "- LOST:"
+	// TagsKey and OpsKey are the keys of the reflector's and the
+	// curator's JSON answers; BudgetKey opens the curator prompt's line
+	// with the token budget.
+	TagsKey   = "bullet_tags"
+	OpsKey    = "operations"
+	BudgetKey = "token_budget="
 )
 
 // BulletLine matches one playbook bullet: its id, helpful and harmful

@@ -50,7 +50,7 @@ type handler struct {
 	arrivals map[uint64]uint32
 
 	requests, bad atomic.Int64
-	byRole        [7]atomic.Int64 // indexed like roles
+	byRole        [9]atomic.Int64 // indexed like roles
 	faults        [4]atomic.Int64 // indexed like faultKinds
 }
 
@@ -601,6 +601,10 @@ func (h *handler) answer(role llm.Purpose, msgs []llm.Message, tools []llm.Tool,
 		c.Message.Content, err = judge(prompt)
 	case llm.PurposeGenerator:
 		c.Message.Content, err = generate(prompt, variation)
+	case llm.PurposeReflector:
+		c.Message.Content, err = reflect(prompt)
+	case llm.PurposeCurator:
+		c.Message.Content, err = curate(prompt)
 	}
 	return c, err
 }
