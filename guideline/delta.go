@@ -199,8 +199,8 @@ func (pb *Playbook) ApplyTags(round int, tags []Tag) []string {
 			rejected = append(rejected, fmt.Sprintf("tag %s: unknown verdict %q: want helpful, harmful or neutral", t.ID, t.Tag))
 			continue
 		}
-		b.Changed = round
-		b.Evidence = union(b.Evidence, t.Evidence)
+		// The evidence is that of the last change.
+		b.Changed, b.Evidence = round, slices.Clone(t.Evidence)
 	}
 	return rejected
 }

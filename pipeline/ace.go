@@ -11,6 +11,7 @@ import (
 	"github.com/ctxopt/ctxopt/contrastive"
 	"github.com/ctxopt/ctxopt/env"
 	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/killpoint"
 	"github.com/ctxopt/ctxopt/llm"
 )
 
@@ -186,6 +187,7 @@ func (p *runner) gate(r int, dec guideline.ACERound, parent compiled, cur *stage
 		return dec, err
 	}
 	dec.Candidate = c.rec.ID
+	killpoint.Reach("ace-round") // the batch stored, its gate not yet run
 	res, err := p.rollout(filepath.Join(fmt.Sprintf("r%d-ace-select", r), c.rec.ID), compress.Guideline, c.g, tasks)
 	if err != nil {
 		return dec, err

@@ -99,19 +99,28 @@ func (p *runner) curate(r int, tagged *guideline.Playbook, fb []contrastive.Feed
 	if _, err := p.askJSON(p.rt.Curator, llm.PurposeCurator, llm.MalformedCandidate, r, prompt, &reply); err != nil {
 		return nil, err
 	}
+	return applyBatch(r, tagged, reply.Ops, p.job.ACE, p.vectors(), p.rt.Tokenizer.Count, dec)
+}
+
+// applyBatch applies a curator's operations to a copy of tagged (at most
+// maxProposals; the rest are rejected with the reason), then
+// de-duplicates it and enforces the token budget, recording each step in
+// dec. Whatever the operations, the copy ends within the budget.
+func applyBatch(r int, tagged *guideline.Playbook, ops []guideline.Op, spec ACESpec, vec guideline.Vectorizer, count func(string) int, dec *guideline.ACERound) (*guideline.Playbook, error) {
 	cand := tagged.Clone()
-	ops := reply.Ops
+	var over []guideline.Applied
 	if len(ops) > maxProposals {
 		for _, op := range ops[maxProposals:] {
-			dec.Ops = append(dec.Ops, guideline.Applied{Op: op, Rejected: fmt.Sprintf("the batch has %d operations; only the first %d are taken", len(ops), maxProposals)})
+			over = append(over, guideline.Applied{Op: op, Rejected: fmt.Sprintf("the batch has %d operations; only the first %d are taken", len(ops), maxProposals)})
 		}
 		ops = ops[:maxProposals]
 	}
-	dec.Ops = append(cand.Apply(r, ops), dec.Ops...)
-	if dec.Deduped, err = cand.Dedup(r, p.vectors(), p.job.ACE.DedupThreshold); err != nil {
+	dec.Ops = append(cand.Apply(r, ops), over...)
+	var err error
+	if dec.Deduped, err = cand.Dedup(r, vec, spec.DedupThreshold); err != nil {
 		return nil, err
 	}
-	if dec.Evicted, err = cand.Budget(p.job.ACE.MaxTokens, p.rt.Tokenizer.Count); err != nil {
+	if dec.Evicted, err = cand.Budget(spec.MaxTokens, count); err != nil {
 		return nil, invalid(fmt.Errorf("ace.max_tokens: %w", err))
 	}
 	return cand, nil

@@ -105,7 +105,7 @@ func idsOf(items []item, keep func(item) bool) []string {
 	return out
 }
 
-// curate proposes: REMOVE for each bullet tagged harmful more often than
+// curate proposes nothing without feedback; with some, it proposes: REMOVE for each bullet tagged harmful more often than
 // helpful; MERGE for bullets of a section the compressor reads alike; ADD
 // for each RULE line no bullet already says, in section keep (from a
 // failed run) or trim (from a successful one). It ignores the budget,
@@ -124,6 +124,11 @@ func curate(prompt string) (string, error) {
 		Evidence []string `json:"evidence,omitempty"`
 	}
 	ops := []op{}
+	if len(items) == 0 {
+		// Every operation needs evidence: with no feedback, none.
+		out, err := json.Marshal(map[string]any{templates.OpsKey: ops})
+		return string(out), err
+	}
 	all := idsOf(items, func(item) bool { return true })
 	for _, b := range bs {
 		if b.harmful > b.helpful {
