@@ -179,7 +179,7 @@ func (t table) markdown(w io.Writer) {
 func candidatesTable(res *eval.Result) table {
 	t := table{head: []string{"candidate", "spec"}}
 	t.head = append(t.head, res.MetricNames()...)
-	t.head = append(t.head, "LLM calls", "cache hits", "Pareto (peak, $)")
+	t.head = append(t.head, "guideline tokens", "LLM calls", "cache hits", "Pareto (peak, $)")
 	for _, a := range res.Summary.Candidates {
 		row := []string{a.Name, a.Text}
 		for _, m := range res.MetricNames() {
@@ -192,10 +192,18 @@ func candidatesTable(res *eval.Result) table {
 		if a.ParetoCost {
 			front = append(front, "$")
 		}
-		row = append(row, fmt.Sprint(a.LLMCalls), fmt.Sprint(a.CacheHits), strings.Join(front, ", "))
+		row = append(row, dash0(a.GuidelineTokens), fmt.Sprint(a.LLMCalls), fmt.Sprint(a.CacheHits), strings.Join(front, ", "))
 		t.rows = append(t.rows, row)
 	}
 	return t
+}
+
+// dash0 writes n, or "–" for none.
+func dash0(n int) string {
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprint(n)
 }
 
 // comparisonsTable: the key figures of each comparison with the reference.
