@@ -87,9 +87,12 @@ func (p *runner) putPlaybook(rec guideline.Record, pb *guideline.Playbook) (comp
 
 // aceRound runs round r as a stage and returns the playbook it chose.
 func (p *runner) aceRound(r int, parent compiled, base, cur *stagedRollout) (compiled, guideline.ACERound, error) {
+	// A round does not depend on how many follow it.
+	spec := p.job.ACE
+	spec.Epochs = 0
 	inputs := map[string]any{
 		"parent": parent.rec.ID, "baseline": base.name(), "current": cur.name(),
-		"ace": p.job.ACE, "optimize": stepSettings(guideline.StepUT, p.job.Optimize), "co_holdout": p.job.Optimize.COHoldout,
+		"ace": spec, "optimize": stepSettings(guideline.StepUT, p.job.Optimize), "co_holdout": p.job.Optimize.COHoldout,
 		"seed": p.job.Seed, "models": p.rt.ModelInputs(), "window": p.aceWindow(r),
 	}
 	// No stage store: a round's playbooks live in the run's registry,

@@ -129,3 +129,25 @@ func (s ACESpec) rules() []eval.Rule {
 	}
 	return out
 }
+
+// projectACE estimates the ACE rounds over n train tasks: per round, the
+// seed's or the round's playbook on every train task, the batch on the
+// held-out part of about the baseline's successes, an analysis of about
+// every other task, and one reflector and one curator call (billed at the
+// optimizer's prices, whose endpoint they take unless set).
+func projectACE(job *Job, n float64) (agent, comp, opt use) {
+	s := job.ACE
+	rounds := float64(s.Epochs)
+	if s.Mode == ACEOnline {
+		rounds = float64((int(n) + s.Every - 1) / s.Every)
+	}
+	hist := float64(job.Compression.History.Threshold)
+	steps := float64(job.Env.StepLimit) / 2
+	for range int(rounds) {
+		a, k := rolloutUse(job, job.Optimize.UTHoldout*0.7*n+n, true)
+		agent.add(a)
+		comp.add(k)
+		opt.add(use{n/2 + 2, n * hist * steps / 3, n*400 + 2*float64(s.MaxTokens)})
+	}
+	return agent, comp, opt
+}

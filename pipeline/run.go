@@ -42,6 +42,9 @@ type RunSummary struct {
 	EmbeddedModel bool     `json:"embedded_model"`
 	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
 	Kind          string   `json:"kind"`
+	// Optimizer is the job's (acon or ace); with ace, UT stays empty and
+	// UTCO is the last round's playbook.
+	Optimizer string `json:"optimizer"`
 	// Baseline runs without compression, Prompting with the starting
 	// guideline, FIFO keeps the last turns; UT and UTCO are the last round's.
 	Baseline          StageSummary      `json:"baseline"`
@@ -180,7 +183,7 @@ func (p *runner) run() (*RunSummary, error) {
 // starting guideline P(0).
 func (p *runner) begin() (*RunSummary, compiled, error) {
 	job := p.job
-	sum := &RunSummary{Job: job.Name, Kind: string(p.kind)}
+	sum := &RunSummary{Job: job.Name, Kind: string(p.kind), Optimizer: job.Optimizer}
 	p.uses = nil // a retry builds its agents again
 	if job.Optimize.Rounds > 0 {
 		p.uses = append(p.uses, p.rt.use(llm.RoleOptimizer))
