@@ -34,7 +34,8 @@ type ACESpec struct {
 	// Every is how many new trajectories an online round reads.
 	Every int `yaml:"every" json:"every"`
 	// DedupThreshold is the cosine at or above which two bullets of a
-	// section merge; Dedup says whose vectors.
+	// section merge; Dedup says whose vectors: the embedder role's by
+	// default, lexical when the job configures no embedder.
 	DedupThreshold float64 `yaml:"dedup_threshold" json:"dedup_threshold"`
 	Dedup          string  `yaml:"dedup" json:"dedup"`
 	// MaxTokens is the hard budget of the playbook's bullets, counted with

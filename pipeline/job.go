@@ -413,6 +413,10 @@ func (j *Job) applyDefaults() {
 	if j.Optimizer == "" {
 		j.Optimizer = OptimizerACON
 	}
+	if j.ACE.Dedup == "" && !j.has("roles.embedder") {
+		// No embedder configured: de-duplicate by word overlap.
+		j.ACE.Dedup = DedupLexical
+	}
 	j.ACE = j.ACE.WithDefaults()
 }
 

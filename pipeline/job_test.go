@@ -16,6 +16,7 @@ func TestParseJob(t *testing.T) {
 		{name: "empty job takes the defaults", yaml: "name: x\n"},
 		{name: "demo job", yaml: mustRead(t, "../jobs/demo.yaml")},
 		{name: "demo job with the ace optimizer", yaml: mustRead(t, "../jobs/demo-ace.yaml")},
+		{name: "ace without an embedder de-duplicates lexically", yaml: "optimizer: ace\n"},
 		{name: "unknown optimizer", yaml: "optimizer: gepa\n", wantErr: []string{"line 1: field optimizer: unknown optimizer \"gepa\""}},
 		{name: "ace section without ace", yaml: "ace:\n  epochs: 2\n", wantErr: []string{"line 1: field ace: goes with optimizer: ace"}},
 		{name: "bad ace settings", yaml: "optimizer: ace\nace:\n  mode: batch\n  dedup_threshold: 1.5\n  max_tokens: 4\n  gate: [\"success >> 0\"]\n", wantErr: []string{"line 3: field ace.mode: unknown mode \"batch\"", "line 4: field ace.dedup_threshold", "line 5: field ace.max_tokens: 4 is out of range", "field ace.gate[0]"}},

@@ -158,3 +158,21 @@ func TestACERolesFallBackToTheOptimizer(t *testing.T) {
 		t.Errorf("curator %+v, want its own endpoint", got)
 	}
 }
+
+// ACE de-duplicates with the embedder role when the job configures one,
+// and by word overlap when it does not.
+func TestACEDedupDefault(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"optimizer: ace\n", DedupLexical},
+		{"optimizer: ace\nroles:\n  agent: {base_url: embedded, model: m}\n  compressor: {base_url: embedded, model: m}\n  optimizer: {base_url: embedded, model: m}\n  embedder: {base_url: embedded, model: e}\n", DedupEmbedder},
+		{"optimizer: ace\nace:\n  dedup: embedder\n", DedupEmbedder},
+	} {
+		j, err := ParseJob("job.yaml", []byte(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.ACE.Dedup != tt.want {
+			t.Errorf("%q: dedup %s, want %s", tt.yaml, j.ACE.Dedup, tt.want)
+		}
+	}
+}
