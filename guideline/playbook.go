@@ -56,6 +56,9 @@ var sectionSlugRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // NewPlaybook starts an empty playbook on frame, a valid guideline of kind.
 func NewPlaybook(kind Kind, frame string) (*Playbook, error) {
+	if strings.Contains(frame, templates.PlaybookBegin) {
+		return nil, fmt.Errorf("playbook frame holds a %s line: it is a playbook already (read it with ParsePlaybook)", templates.PlaybookBegin)
+	}
 	if _, rep := Validate(kind, frame); !rep.OK {
 		return nil, fmt.Errorf("playbook frame: %s", strings.Join(rep.Problems, "; "))
 	}
@@ -213,4 +216,48 @@ func UnmarshalPlaybook(data []byte) (*Playbook, error) {
 		return nil, fmt.Errorf("playbook: %w", err)
 	}
 	return &pb, nil
+}
+
+// ParsePlaybook reads a playbook back from its rendered source (a promoted
+// playbook that a later run starts from): the frame, and each bullet with
+// its id, section and counters. What the source does not carry (rounds,
+// evidence) starts empty. A source that is not exactly a playbook's
+// rendering is an error.
+func ParsePlaybook(kind Kind, src string) (*Playbook, error) {
+	sep := "\n" + templates.PlaybookBegin + "\n"
+	i := strings.LastIndex(src, sep)
+	if i < 0 {
+		return nil, fmt.Errorf("%w: no %s line", ErrNotPlaybook, templates.PlaybookBegin)
+	}
+	pb := &Playbook{Kind: kind, Frame: src[:i], Next: 1}
+	section := ""
+	for line := range strings.Lines(src[i+len(sep):]) {
+		line = strings.TrimSuffix(line, "\n")
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			section = h
+			continue
+		}
+		m := templates.BulletLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		h, _ := strconv.Atoi(m[2])
+		x, _ := strconv.Atoi(m[3])
+		pb.Bullets = append(pb.Bullets, Bullet{ID: m[1], Section: section, Content: m[4], Helpful: h, Harmful: x})
+		pb.Next = max(pb.Next, number(m[1])+1)
+	}
+	data, err := MarshalPlaybook(pb)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := UnmarshalPlaybook(data); err != nil {
+		return nil, err
+	}
+	if pb.Source() != src {
+		return nil, fmt.Errorf("%w: the source is not exactly a playbook's rendering", ErrNotPlaybook)
+	}
+	if _, err := pb.Compile(); err != nil {
+		return nil, err
+	}
+	return pb, nil
 }

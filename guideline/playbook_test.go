@@ -246,3 +246,28 @@ func TestPlaybookRegistry(t *testing.T) {
 		t.Error("a plain guideline read as a playbook")
 	}
 }
+
+func TestParsePlaybook(t *testing.T) {
+	pb := fixedPlaybook(t)
+	got, err := ParsePlaybook(KindHistory, pb.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Source() != pb.Source() || got.Next != 5 || len(got.Bullets) != 4 {
+		t.Fatalf("parsed %d bullets, next %d; source equal %v", len(got.Bullets), got.Next, got.Source() == pb.Source())
+	}
+	if b, _ := got.Get("drop-00003"); b.Section != "drop" || b.Harmful != 2 {
+		t.Errorf("drop-00003 parsed as %+v", b)
+	}
+	for name, src := range map[string]string{
+		"no block":     pb.Frame,
+		"edited block": strings.Replace(pb.Source(), "helpful=3", "helpful=3  extra", 1),
+	} {
+		if _, err := ParsePlaybook(KindHistory, src); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+	if _, err := NewPlaybook(KindHistory, pb.Source()); err == nil {
+		t.Error("a playbook was taken as a frame")
+	}
+}

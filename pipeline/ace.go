@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -65,10 +66,14 @@ func (p *runner) aceRounds(sum *RunSummary, seed compiled, base, cur *stagedRoll
 	return parent, cur, nil
 }
 
-// registerSeedPlaybook stores the starting guideline as a playbook with no
-// bullets: its frame.
+// registerSeedPlaybook stores the starting guideline as a playbook: the
+// playbook it renders when it is one (a promoted playbook), else a
+// playbook with no bullets on it as the frame.
 func (p *runner) registerSeedPlaybook() (compiled, error) {
-	pb, err := guideline.NewPlaybook(p.kind, p.seedSrc)
+	pb, err := guideline.ParsePlaybook(p.kind, p.seedSrc)
+	if errors.Is(err, guideline.ErrNotPlaybook) {
+		pb, err = guideline.NewPlaybook(p.kind, p.seedSrc)
+	}
 	if err != nil {
 		return compiled{}, invalid(err)
 	}
