@@ -264,3 +264,31 @@ func TestACEOnlineWindows(t *testing.T) {
 		}
 	}
 }
+
+// An ACE run that starts from a playbook (a promoted one, in the nightly
+// loop) keeps its bullets and counters.
+func TestACEStartsFromAPlaybook(t *testing.T) {
+	p, err := newRunner(context.Background(), aceJob(t, 2), t.TempDir(), RunOptions{NoReuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.rt.Close()
+	pb, err := guideline.NewPlaybook(p.kind, p.seedSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb.Apply(3, []guideline.Op{{Type: guideline.OpAdd, Section: "keep", Content: "Copy every fact sentence word for word."}})
+	pb.ApplyTags(4, []guideline.Tag{{ID: "keep-00001", Tag: guideline.TagHelpful}})
+	p.seedSrc = pb.Source()
+	c, err := p.registerSeedPlaybook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := p.reg.Playbook(c.rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.src != pb.Source() || len(got.Bullets) != 1 || got.Bullets[0].Helpful != 1 || got.Next != 2 {
+		t.Errorf("seed playbook %+v from %q", got, pb.Source())
+	}
+}
