@@ -153,6 +153,10 @@ func (p *runner) runACERound(r int, dir string, parent compiled, base, cur *stag
 		return dec, err
 	}
 	dec.Tags, dec.TagsRejected = tags, tagged.ApplyTags(r, tags)
+	// Counters grow digits: the tagged playbook is budgeted too.
+	if dec.Evicted, err = tagged.Budget(p.job.ACE.MaxTokens, p.rt.Tokenizer.Count); err != nil {
+		return dec, invalid(fmt.Errorf("ace.max_tokens: %w", err))
+	}
 	cand, err := p.curate(r, tagged, fb, &dec)
 	if err != nil {
 		return dec, err

@@ -120,9 +120,11 @@ func applyBatch(r int, tagged *guideline.Playbook, ops []guideline.Op, spec ACES
 	if dec.Deduped, err = cand.Dedup(r, vec, spec.DedupThreshold); err != nil {
 		return nil, err
 	}
-	if dec.Evicted, err = cand.Budget(spec.MaxTokens, count); err != nil {
+	evicted, err := cand.Budget(spec.MaxTokens, count)
+	if err != nil {
 		return nil, invalid(fmt.Errorf("ace.max_tokens: %w", err))
 	}
+	dec.Evicted = append(dec.Evicted, evicted...)
 	return cand, nil
 }
 
