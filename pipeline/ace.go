@@ -14,6 +14,7 @@ import (
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/killpoint"
 	"github.com/ctxopt/ctxopt/llm"
+	"github.com/ctxopt/ctxopt/rollout"
 )
 
 // The ACE optimizer (job optimizer: ace). Each round mines the same
@@ -42,7 +43,11 @@ func (p *runner) aceRounds(sum *RunSummary, seed compiled, base, cur *stagedRoll
 	spec := p.job.ACE
 	rounds := spec.Epochs
 	if spec.Mode == ACEOnline {
-		rounds = (len(p.train) + spec.Every - 1) / spec.Every
+		stream, err := p.aceStream()
+		if err != nil {
+			return seed, cur, err
+		}
+		rounds = (len(stream) + spec.Every - 1) / spec.Every
 	}
 	for r := 1; r <= rounds; r++ {
 		next, dec, err := p.aceRound(r, parent, base, cur)
@@ -92,19 +97,23 @@ func (p *runner) putPlaybook(rec guideline.Record, pb *guideline.Playbook) (comp
 
 // aceRound runs round r as a stage and returns the playbook it chose.
 func (p *runner) aceRound(r int, parent compiled, base, cur *stagedRollout) (compiled, guideline.ACERound, error) {
+	window, err := p.aceWindow(r)
+	if err != nil {
+		return parent, guideline.ACERound{}, err
+	}
 	// A round does not depend on how many follow it.
 	spec := p.job.ACE
 	spec.Epochs = 0
 	inputs := map[string]any{
 		"parent": parent.rec.ID, "baseline": base.name(), "current": cur.name(),
 		"ace": spec, "optimize": stepSettings(guideline.StepUT, p.job.Optimize), "co_holdout": p.job.Optimize.COHoldout,
-		"seed": p.job.Seed, "models": p.rt.ModelInputs(), "window": p.aceWindow(r),
+		"seed": p.job.Seed, "models": p.rt.ModelInputs(), "window": window,
 	}
 	// No stage store: a round's playbooks live in the run's registry,
 	// which a stage taken from the store would not bring along.
 	dec, err := stage(p.dir, p.meter, stageSpec[guideline.ACERound]{name: fmt.Sprintf("r%d-ace", r), inputs: inputs, shared: []string{GuidelinesDir},
 		run: func(dir string) (guideline.ACERound, map[string]float64, error) {
-			d, err := p.runACERound(r, dir, parent, base, cur)
+			d, err := p.runACERound(r, dir, window, parent, base, cur)
 			return d, map[string]float64{"feedback": float64(d.Feedback), "operations": float64(len(d.Ops)), "playbook_tokens": float64(d.Tokens)}, err
 		}})
 	if err != nil || dec.KeptParent {
@@ -118,26 +127,47 @@ func (p *runner) aceRound(r int, parent compiled, base, cur *stagedRollout) (com
 	return c, dec, err
 }
 
-// aceWindow names the train tasks round r reads: all of them offline, the
-// r-th run of Every online.
-func (p *runner) aceWindow(r int) []string {
+// aceStream lists, in order, the trajectories an online run reads: the
+// train split's, then those of the job's imported sources (the nightly
+// loop's sessions), by task id.
+func (p *runner) aceStream() ([]string, error) {
+	ids := taskIDs(p.train)
+	for _, dir := range p.job.Sources {
+		outs, err := rollout.ReadIndex(dir)
+		if err != nil {
+			return nil, invalid(fmt.Errorf("sources: %w", err))
+		}
+		for _, o := range outs {
+			ids = append(ids, o.TaskID)
+		}
+	}
+	return ids, nil
+}
+
+// aceWindow names the trajectories round r reads: all of them offline
+// (nil), the r-th run of Every of the stream online.
+func (p *runner) aceWindow(r int) ([]string, error) {
 	if p.job.ACE.Mode != ACEOnline {
-		return nil
+		return nil, nil
+	}
+	stream, err := p.aceStream()
+	if err != nil {
+		return nil, err
 	}
 	n := p.job.ACE.Every
-	lo := min((r-1)*n, len(p.train))
-	return taskIDs(p.train[lo:min(lo+n, len(p.train))])
+	lo := min((r-1)*n, len(stream))
+	return stream[lo:min(lo+n, len(stream))], nil
 }
 
 // runACERound mines and analyses feedback, reflects, curates, applies and
 // gates one delta batch.
-func (p *runner) runACERound(r int, dir string, parent compiled, base, cur *stagedRollout) (guideline.ACERound, error) {
-	dec := guideline.ACERound{N: r, Parent: parent.rec.ID, Window: p.aceWindow(r)}
+func (p *runner) runACERound(r int, dir string, window []string, parent compiled, base, cur *stagedRollout) (guideline.ACERound, error) {
+	dec := guideline.ACERound{N: r, Parent: parent.rec.ID, Window: window}
 	_, pb, err := p.reg.Playbook(parent.rec.ID)
 	if err != nil {
 		return dec, err
 	}
-	tasks, fb, err := p.aceFeedback(r, dir, base, cur, &dec)
+	tasks, fb, err := p.aceFeedback(r, dir, window, base, cur, &dec)
 	if err != nil {
 		return dec, err
 	}
@@ -236,7 +266,7 @@ func failedRules(dec guideline.ACERound) string {
 // successful compressed runs. It returns the selection tasks (held out of
 // the baseline's successes) and the usable feedback of the other tasks
 // (of the round's window, online).
-func (p *runner) aceFeedback(r int, dir string, base, cur *stagedRollout, dec *guideline.ACERound) ([]env.Task, []contrastive.Feedback, error) {
+func (p *runner) aceFeedback(r int, dir string, window []string, base, cur *stagedRollout, dec *guideline.ACERound) ([]env.Task, []contrastive.Feedback, error) {
 	tasks, ut, err := p.split(contrastive.StepUT, base, cur)
 	if err != nil {
 		return nil, nil, err
@@ -246,7 +276,6 @@ func (p *runner) aceFeedback(r int, dir string, base, cur *stagedRollout, dec *g
 		return nil, nil, err
 	}
 	held := taskIDs(tasks)
-	window := p.aceWindow(r)
 	keep := func(it contrastive.Pair) bool {
 		id := it.Compressed.TaskID
 		return !slices.Contains(held, id) && (window == nil || slices.Contains(window, id))

@@ -158,7 +158,7 @@ func TestACEAblations(t *testing.T) {
 			t.Fatal(err)
 		}
 		var d guideline.ACERound
-		tasks, fb, err := p.aceFeedback(1, t.TempDir(), base, cur, &d)
+		tasks, fb, err := p.aceFeedback(1, t.TempDir(), nil, base, cur, &d)
 		if err != nil {
 			t.Fatal(err)
 		}
