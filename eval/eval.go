@@ -59,6 +59,9 @@ type Candidate struct {
 	// embedded model plays; its rollouts' summaries carry them.
 	EmbeddedModel bool
 	EmbeddedRoles []string
+	// GuidelineTokens are the tokens of the guideline it compresses with
+	// (0: none), which every compressor call carries.
+	GuidelineTokens int
 }
 
 // Options configures an evaluation.
@@ -136,6 +139,7 @@ type Arm struct {
 	HistoryGuidelineID     string              `json:"history_guideline_id,omitempty"`
 	ObservationGuidelineID string              `json:"observation_guideline_id,omitempty"`
 	CompressorModelName    string              `json:"compressor_model_name,omitempty"`
+	GuidelineTokens        int                 `json:"guideline_tokens,omitempty"`
 	Runs                   int                 `json:"runs"`
 	Metrics                map[string]Interval `json:"metrics"`
 	// TaskSD is the mean over tasks of the standard deviation across a
@@ -204,7 +208,7 @@ func Run(ctx context.Context, cands []Candidate, tasks []env.Task, dir string, o
 	prog := progress.New("eval", len(cands)*len(tasks)*opt.Samples)
 	defer prog.Finish()
 	for _, c := range cands {
-		arm := Arm{Spec: c.Spec}
+		arm := Arm{Spec: c.Spec, GuidelineTokens: c.GuidelineTokens}
 		for s := range opt.Samples {
 			// Each sample is the same agent with its own sample index, which
 			// reaches the models (at temperature > 0 samples differ).

@@ -26,6 +26,10 @@ const (
 	// evolve): one parent rewritten, or two parents combined.
 	StepMutation  = "mutation"
 	StepCrossover = "crossover"
+	// ACE: a playbook after one round's tags and gated delta batch, and
+	// the merge of two playbooks learned in parallel.
+	StepACE   = "ace"
+	StepMerge = "merge"
 )
 
 // Validation is the part of a Report kept with a stored guideline.
@@ -139,14 +143,14 @@ func checkRecord(rec *Record) error {
 		return fmt.Errorf("put guideline: %w", err)
 	}
 	switch rec.Step {
-	case StepSeed, StepUT, StepCO, StepMutation, StepCrossover:
+	case StepSeed, StepUT, StepCO, StepMutation, StepCrossover, StepACE, StepMerge:
 	case "":
 		if rec.Parent != "" {
-			return fmt.Errorf("put guideline: step is empty but parent is %s; want ut, co, mutation or crossover", rec.Parent)
+			return fmt.Errorf("put guideline: step is empty but parent is %s; want ut, co, mutation, crossover, ace or merge", rec.Parent)
 		}
 		rec.Step = StepSeed
 	default:
-		return fmt.Errorf("put guideline: unknown step %q; want seed, ut, co, mutation or crossover", rec.Step)
+		return fmt.Errorf("put guideline: unknown step %q; want seed, ut, co, mutation, crossover, ace or merge", rec.Step)
 	}
 	return nil
 }

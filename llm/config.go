@@ -29,12 +29,28 @@ const (
 	RoleEmbedder   = "embedder"
 	// RoleGenerator writes synthetic workflows (PAACE-Syn).
 	RoleGenerator = "generator"
+	// RoleReflector tags playbook bullets helpful or harmful and
+	// RoleCurator proposes delta operations (the ACE optimizer).
+	RoleReflector = "reflector"
+	RoleCurator   = "curator"
 )
 
 // Roles returns every role, in the order configurations, statistics and
 // tables list them.
 func Roles() []string {
-	return []string{RoleAgent, RoleCompressor, RoleOptimizer, RoleJudge, RoleEmbedder, RoleGenerator}
+	return []string{RoleAgent, RoleCompressor, RoleOptimizer, RoleJudge, RoleEmbedder, RoleGenerator, RoleReflector, RoleCurator}
+}
+
+// FallbackRole names the role whose endpoint a role takes when a job
+// leaves it unset, "" for none: the reflector reads feedback as the
+// analyzer does (the optimizer role's endpoint), the curator edits the
+// guideline as the optimizer does.
+func FallbackRole(role string) string {
+	switch role {
+	case RoleReflector, RoleCurator:
+		return RoleOptimizer
+	}
+	return ""
 }
 
 // RoleConfig configures the endpoint and sampling of one role (agent,

@@ -22,6 +22,8 @@ const (
 	PurposeEmbedder  Purpose = RoleEmbedder
 	// PurposeGenerator writes synthetic workflows (PAACE-Syn).
 	PurposeGenerator Purpose = RoleGenerator
+	PurposeReflector Purpose = RoleReflector
+	PurposeCurator   Purpose = RoleCurator
 )
 
 // RoleHeader carries the Purpose of a request.

@@ -256,7 +256,23 @@ func (rt *Runtime) candidate(ctx context.Context, sp eval.Spec, reg *guideline.R
 	agent.Model = agentModel
 	// The candidate's compressor endpoint is part of its fingerprint.
 	agent.Models = rt.rolloutModels(rt.compressorRole(sp.CompressorURL, sp.CompressorModel))
-	return eval.Candidate{Spec: sp, Agent: agent}, nil
+	g := hist
+	if !rt.Job.Compression.History.Enabled {
+		g = obs
+	}
+	return eval.Candidate{Spec: sp, Agent: agent, GuidelineTokens: rt.promptTokens(g)}, nil
+}
+
+// promptTokens counts the tokens of a guideline's source, which every
+// compressor call carries (0 for none).
+func (rt *Runtime) promptTokens(g *compress.Prompt) int {
+	if g == nil {
+		return 0
+	}
+	if src, ok := g.Template.(interface{ Source() string }); ok {
+		return rt.Tokenizer.Count(src.Source())
+	}
+	return 0
 }
 
 // onlyKind is the one kind of compression the job enables, or "".

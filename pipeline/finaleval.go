@@ -114,7 +114,7 @@ func (p *runner) evalCandidates(seed, selected compiled) ([]eval.Candidate, []re
 		if err != nil {
 			return nil, nil, err
 		}
-		cand := eval.Candidate{Spec: eval.Spec{Name: c.name, Text: c.spec, Strategy: c.s}, Agent: agent}
+		cand := eval.Candidate{Spec: eval.Spec{Name: c.name, Text: c.spec, Strategy: c.s}, Agent: agent, GuidelineTokens: p.rt.promptTokens(c.g)}
 		u := p.rt.agentUses(agent.Strategy, "")
 		cand.EmbeddedModel, cand.EmbeddedRoles = report.Embedded(u)
 		cands, uses = append(cands, cand), append(uses, u...)

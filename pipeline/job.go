@@ -43,10 +43,14 @@ type Job struct {
 	Compression CompressionSpec `yaml:"compression" json:"compression"`
 	Rollout     RolloutSpec     `yaml:"rollout" json:"rollout"`
 	Optimize    OptimizeSpec    `yaml:"optimize" json:"optimize"`
-	Budget      Budget          `yaml:"budget" json:"budget"`
-	Cache       CacheSpec       `yaml:"cache" json:"cache"`
-	Eval        EvalSpec        `yaml:"eval" json:"eval"`
-	Distill     DistillSpec     `yaml:"distill" json:"distill"`
+	// Optimizer chooses ACON (the default) or ACE; ACE reads the ace
+	// section.
+	Optimizer string      `yaml:"optimizer" json:"optimizer"`
+	ACE       ACESpec     `yaml:"ace" json:"ace"`
+	Budget    Budget      `yaml:"budget" json:"budget"`
+	Cache     CacheSpec   `yaml:"cache" json:"cache"`
+	Eval      EvalSpec    `yaml:"eval" json:"eval"`
+	Distill   DistillSpec `yaml:"distill" json:"distill"`
 	// Synth configures PAACE-Syn (optimize synth).
 	Synth  synth.Settings    `yaml:"synth" json:"synth"`
 	Labels map[string]string `yaml:"labels" json:"labels,omitempty"`
@@ -106,6 +110,10 @@ type Roles struct {
 	Embedder   llm.RoleConfig `yaml:"embedder" json:"embedder"`
 	// Generator writes synthetic workflows (optimize synth generate).
 	Generator llm.RoleConfig `yaml:"generator" json:"generator"`
+	// Reflector and Curator play the ACE optimizer's roles; unset, they
+	// take the optimizer's endpoint (llm.FallbackRole).
+	Reflector llm.RoleConfig `yaml:"reflector" json:"reflector"`
+	Curator   llm.RoleConfig `yaml:"curator" json:"curator"`
 }
 
 // each calls f with every role's name and configuration, in llm.Roles'
@@ -361,6 +369,10 @@ func (j *Job) applyDefaults() {
 	}
 	seed := j.Seed
 	_ = j.Roles.each(func(name string, c *llm.RoleConfig) error {
+		if from := llm.FallbackRole(name); from != "" && *c == (llm.RoleConfig{}) {
+			*c = *j.Roles.get(from) // defaulted already: Roles lists it first
+			return nil
+		}
 		if c.BaseURL == "" {
 			c.BaseURL = Embedded
 		}
@@ -413,6 +425,14 @@ func (j *Job) applyDefaults() {
 		j.Distill.MaxLength = 10000
 	}
 	j.Synth = j.Synth.WithDefaults()
+	if j.Optimizer == "" {
+		j.Optimizer = OptimizerACON
+	}
+	if j.ACE.Dedup == "" && !j.has("roles.embedder") {
+		// No embedder configured: de-duplicate by word overlap.
+		j.ACE.Dedup = DedupLexical
+	}
+	j.ACE = j.ACE.WithDefaults()
 }
 
 // Validate checks the values; each problem names its field, and its line
@@ -609,6 +629,18 @@ func (j *Job) problems() []fieldProblem {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			add("cache.path", "%s is a directory; want the path of the cache file, e.g. %s", p, filepath.Join(p, "llm.db"))
 		}
+	}
+	switch j.Optimizer {
+	case OptimizerACON:
+		if j.has("ace") {
+			add("ace", "goes with optimizer: %s", OptimizerACE)
+		}
+	case OptimizerACE:
+		for _, p := range j.ACE.Problems() {
+			add("ace."+p.Field, "%s", p.Message)
+		}
+	default:
+		add("optimizer", "unknown optimizer %q; want %s (whole-guideline rewrites) or %s (playbooks grown by delta operations)", j.Optimizer, OptimizerACON, OptimizerACE)
 	}
 	for _, p := range j.Synth.Problems() {
 		field := "synth." + p.Field

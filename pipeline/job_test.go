@@ -15,6 +15,11 @@ func TestParseJob(t *testing.T) {
 	}{
 		{name: "empty job takes the defaults", yaml: "name: x\n"},
 		{name: "demo job", yaml: mustRead(t, "../jobs/demo.yaml")},
+		{name: "demo job with the ace optimizer", yaml: mustRead(t, "../jobs/demo-ace.yaml")},
+		{name: "ace without an embedder de-duplicates lexically", yaml: "optimizer: ace\n"},
+		{name: "unknown optimizer", yaml: "optimizer: gepa\n", wantErr: []string{"line 1: field optimizer: unknown optimizer \"gepa\""}},
+		{name: "ace section without ace", yaml: "ace:\n  epochs: 2\n", wantErr: []string{"line 1: field ace: goes with optimizer: ace"}},
+		{name: "bad ace settings", yaml: "optimizer: ace\nace:\n  mode: batch\n  dedup_threshold: 1.5\n  max_tokens: 4\n  gate: [\"success >> 0\"]\n", wantErr: []string{"line 3: field ace.mode: unknown mode \"batch\"", "line 4: field ace.dedup_threshold", "line 5: field ace.max_tokens: 4 is out of range", "field ace.gate[0]"}},
 		{name: "endpoint that needs no key", yaml: "roles:\n  agent:\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    no_key: true\n  compressor:\n    base_url: embedded\n  optimizer:\n    base_url: embedded\n"},
 		{name: "unused role need not be listed", yaml: "roles:\n  agent:\n    base_url: embedded\n  compressor:\n    base_url: embedded\n  optimizer:\n    base_url: embedded\n"},
 		{name: "unknown key names file and line", yaml: "name: x\nenv:\n  name: qa\n  topk: 3\n", wantErr: []string{"job.yaml", "line 4", "topk"}},

@@ -77,7 +77,7 @@ func (rt *Runtime) RoleStats() map[string]llm.Stats {
 
 func (rt *Runtime) clients() []*llm.Client {
 	var out []*llm.Client
-	for _, c := range []*llm.Client{rt.Agent, rt.Compressor, rt.Optimizer, rt.Judge, rt.Embedder, rt.Generator} {
+	for _, c := range []*llm.Client{rt.Agent, rt.Compressor, rt.Optimizer, rt.Judge, rt.Embedder, rt.Generator, rt.Reflector, rt.Curator} {
 		if c != nil {
 			out = append(out, c)
 		}

@@ -30,6 +30,13 @@ func Project(job *Job, ntrain int) Projection {
 		agent.add(a)
 		comp.add(k)
 	}
+	if job.Optimizer == OptimizerACE {
+		a, k, u := projectACE(job, n)
+		agent.add(a)
+		comp.add(k)
+		opt.add(u)
+		return projection(job, agent, comp, opt)
+	}
 	o := job.Optimize
 	for range o.Rounds {
 		// Selection rollouts of K candidates (UT on the held-out part of

@@ -20,6 +20,8 @@ type registry interface {
 	PutTemplate(rec guideline.Record, t *guideline.Template) (guideline.Record, error)
 	Get(id string) (guideline.Record, string, error)
 	Score(id string, scores map[string]float64) (guideline.Record, error)
+	PutPlaybook(rec guideline.Record, pb *guideline.Playbook) (guideline.Record, *guideline.Template, error)
+	Playbook(id string) (guideline.Record, *guideline.Playbook, error)
 }
 
 // registerSeed registers the job's starting guideline of the kind

@@ -118,7 +118,7 @@ func TestRoleNamesAreTheJobKeys(t *testing.T) {
 			t.Errorf("roles.%s holds the model %q, want that of role %s", name, got, name)
 		}
 	}
-	want := []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleOptimizer, llm.RoleJudge, llm.RoleEmbedder, llm.RoleGenerator}
+	want := []string{llm.RoleAgent, llm.RoleCompressor, llm.RoleOptimizer, llm.RoleJudge, llm.RoleEmbedder, llm.RoleGenerator, llm.RoleReflector, llm.RoleCurator}
 	if !slices.Equal(names, want) {
 		t.Errorf("each names %v, want %v", names, want)
 	}
@@ -141,5 +141,38 @@ func TestRolesSectionNamesEveryRole(t *testing.T) {
 	}
 	if r.get("analyzer") != nil {
 		t.Error("a name that is no role found a field")
+	}
+}
+
+// A job that leaves the ACE roles unset sends them to the optimizer's
+// endpoint (the analyzer's), and one that sets them keeps its own.
+func TestACERolesFallBackToTheOptimizer(t *testing.T) {
+	j, err := ParseJob("job.yaml", []byte("roles:\n  agent: {base_url: embedded, model: m}\n  compressor: {base_url: embedded, model: m}\n  optimizer: {base_url: http://opt:1/v1, model: big, no_key: true}\n  curator: {base_url: http://cur:1/v1, model: cur, no_key: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Roles.Reflector; got.BaseURL != "http://opt:1/v1" || got.Model != "big" {
+		t.Errorf("reflector %+v, want the optimizer's endpoint", got)
+	}
+	if got := j.Roles.Curator; got.BaseURL != "http://cur:1/v1" || got.Model != "cur" {
+		t.Errorf("curator %+v, want its own endpoint", got)
+	}
+}
+
+// ACE de-duplicates with the embedder role when the job configures one,
+// and by word overlap when it does not.
+func TestACEDedupDefault(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"optimizer: ace\n", DedupLexical},
+		{"optimizer: ace\nroles:\n  agent: {base_url: embedded, model: m}\n  compressor: {base_url: embedded, model: m}\n  optimizer: {base_url: embedded, model: m}\n  embedder: {base_url: embedded, model: e}\n", DedupEmbedder},
+		{"optimizer: ace\nace:\n  dedup: embedder\n", DedupEmbedder},
+	} {
+		j, err := ParseJob("job.yaml", []byte(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.ACE.Dedup != tt.want {
+			t.Errorf("%q: dedup %s, want %s", tt.yaml, j.ACE.Dedup, tt.want)
+		}
 	}
 }

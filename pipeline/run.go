@@ -42,6 +42,9 @@ type RunSummary struct {
 	EmbeddedModel bool     `json:"embedded_model"`
 	EmbeddedRoles []string `json:"embedded_roles,omitempty"`
 	Kind          string   `json:"kind"`
+	// Optimizer is the job's (acon or ace); with ace, UT stays empty and
+	// UTCO is the last round's playbook.
+	Optimizer string `json:"optimizer"`
 	// Baseline runs without compression, Prompting with the starting
 	// guideline, FIFO keeps the last turns; UT and UTCO are the last round's.
 	Baseline          StageSummary      `json:"baseline"`
@@ -52,7 +55,9 @@ type RunSummary struct {
 	SelectedGuideline string            `json:"selected_guideline"`
 	StartingGuideline string            `json:"starting_guideline"`
 	Rounds            []guideline.Round `json:"rounds"`
-	StoppedEarly      bool              `json:"stopped_early"`
+	// ACERounds are the rounds of the ACE optimizer (optimizer: ace).
+	ACERounds    []guideline.ACERound `json:"ace_rounds,omitempty"`
+	StoppedEarly bool                 `json:"stopped_early"`
 	// Eval compares the selected guideline with the baselines on the test
 	// split, when enabled.
 	Eval *FinalEval `json:"eval,omitempty"`
@@ -145,7 +150,13 @@ func (p *runner) run() (*RunSummary, error) {
 		return nil, err
 	}
 	parent := seed
-	for r := 1; r <= p.job.Optimize.Rounds; r++ {
+	if p.job.Optimizer == OptimizerACE {
+		parent, cur, err = p.aceRounds(sum, seed, base, cur)
+		if err != nil {
+			return sum, err
+		}
+	}
+	for r := 1; r <= p.job.Optimize.Rounds && p.job.Optimizer == OptimizerACON; r++ {
 		if parent, cur, err = p.round(sum, r, parent, base, cur); err != nil {
 			return sum, err
 		}
@@ -172,10 +183,13 @@ func (p *runner) run() (*RunSummary, error) {
 // starting guideline P(0).
 func (p *runner) begin() (*RunSummary, compiled, error) {
 	job := p.job
-	sum := &RunSummary{Job: job.Name, Kind: string(p.kind)}
+	sum := &RunSummary{Job: job.Name, Kind: string(p.kind), Optimizer: job.Optimizer}
 	p.uses = nil // a retry builds its agents again
 	if job.Optimize.Rounds > 0 {
 		p.uses = append(p.uses, p.rt.use(llm.RoleOptimizer))
+	}
+	if job.Optimizer == OptimizerACE {
+		p.uses = append(p.uses, p.rt.use(llm.RoleReflector), p.rt.use(llm.RoleCurator))
 	}
 	sum.Projected = Project(job, len(p.train))
 	sum.Projected.Log()

@@ -55,6 +55,8 @@ type Runtime struct {
 	Judge      *llm.Client
 	Embedder   *llm.Client
 	Generator  *llm.Client
+	Reflector  *llm.Client
+	Curator    *llm.Client
 	Tokenizer  *llm.Tokenizer
 
 	cache     *llm.Cache
@@ -102,6 +104,7 @@ func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 	clients := map[string]**llm.Client{
 		llm.RoleAgent: &rt.Agent, llm.RoleCompressor: &rt.Compressor, llm.RoleOptimizer: &rt.Optimizer,
 		llm.RoleJudge: &rt.Judge, llm.RoleEmbedder: &rt.Embedder, llm.RoleGenerator: &rt.Generator,
+		llm.RoleReflector: &rt.Reflector, llm.RoleCurator: &rt.Curator,
 	}
 	err = roles.each(func(name string, c *llm.RoleConfig) error {
 		cl, err := llm.NewClient(name, *c, rt.cache)

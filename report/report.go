@@ -203,7 +203,7 @@ func candidatesTable(res *eval.Result) table {
 	for _, m := range res.MetricNames() {
 		t.head = append(t.head, metricHead(m))
 	}
-	t.head = append(t.head, "LLM calls", "cache hits", "Pareto (peak, $)")
+	t.head = append(t.head, "guideline tokens", "LLM calls", "cache hits", "Pareto (peak, $)")
 	for _, a := range res.Summary.Candidates {
 		row := []string{a.Name}
 		if withSpec {
@@ -219,7 +219,7 @@ func candidatesTable(res *eval.Result) table {
 		if a.ParetoCost {
 			front = append(front, "$")
 		}
-		row = append(row, Human(float64(a.LLMCalls)), Human(float64(a.CacheHits)), strings.Join(front, ", "))
+		row = append(row, dash0(a.GuidelineTokens), Human(float64(a.LLMCalls)), Human(float64(a.CacheHits)), strings.Join(front, ", "))
 		t.rows = append(t.rows, row)
 	}
 	return t
@@ -246,6 +246,14 @@ func pValue(p float64) string {
 		return "<0.001"
 	}
 	return fmt.Sprintf("%.3f", p)
+}
+
+// dash0 writes n, or "–" for none.
+func dash0(n int) string {
+	if n == 0 {
+		return "–"
+	}
+	return Human(float64(n))
 }
 
 // comparisonsTable: the key figures of each comparison with the reference.

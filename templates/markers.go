@@ -1,5 +1,7 @@
 package templates
 
+import "regexp"
+
 // Markers name the parts of a rendered prompt that code must find in it.
 // The embedded offline model (llm/sim) reads prompts by these and never by
 // their sentences, so a prompt can be reworded freely while its markers
@@ -82,4 +84,31 @@ const (
 	// TaskPlan stands on its own line before the numbered steps of a task
 	// that spells out its plan (office_task.tmpl).
 	TaskPlan = "Plan:"
+
+	// A playbook guideline (ACE) holds its bullets between lines holding
+	// PlaybookBegin and PlaybookEnd, one "## section" heading per section
+	// and one bullet a line: "[slug-00001] helpful=2 harmful=0 :: content"
+	// (guideline.Playbook renders them, the embedded compressor reads
+	// each bullet's content as a rule, the reflector and curator prompts
+	// show them).
+	PlaybookBegin = "PLAYBOOK_BEGIN"
+	PlaybookEnd   = "PLAYBOOK_END"
+	// BulletSep separates a bullet's id and counters from its content.
+	BulletSep = " :: "
+	// FeedbackItem opens the line that names one feedback record in the
+	// reflector and curator prompts: "FEEDBACK_ITEM id step=ut
+	// outcome=failed", followed by its LostItem and RuleItem lines
+	// (ace_reflector.tmpl, ace_curator.tmpl).
+	FeedbackItem = "FEEDBACK_ITEM"
+	LostItem     = "- LOST:"
+	// TagsKey and OpsKey are the keys of the reflector's and the
+	// curator's JSON answers; BudgetKey opens the curator prompt's line
+	// with the token budget.
+	TagsKey   = "bullet_tags"
+	OpsKey    = "operations"
+	BudgetKey = "token_budget="
 )
+
+// BulletLine matches one playbook bullet: its id, helpful and harmful
+// counts and content.
+var BulletLine = regexp.MustCompile(`^\[([a-z][a-z0-9_]*-\d{5})\] helpful=(\d+) harmful=(\d+)` + regexp.QuoteMeta(BulletSep) + `(.*)$`)

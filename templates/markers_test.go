@@ -32,6 +32,9 @@ func TestMarkers(t *testing.T) {
 		{name: "observation_plan_aware.tmpl", lines: []string{ObservationPlan, ObservationCurrent, OutputFormat}},
 		{name: "pace_summary.tmpl", lines: []string{PaceStep, PaceDetailed, PaceBrief}},
 		{name: "office_task.tmpl", lines: []string{TaskPlan}},
+		{name: "ace_feedback.tmpl", lines: []string{FeedbackItem, LostItem, RuleItem}},
+		{name: "ace_reflector.tmpl", lines: []string{PlaybookBegin, PlaybookEnd}},
+		{name: "ace_curator.tmpl", lines: []string{PlaybookBegin, PlaybookEnd, BudgetKey}},
 	}
 	outcome := []string{OutcomeBaselineSteps, OutcomeOptimizedSteps, OutcomeStepRatio, OutcomeRegression, OutcomeOptimizedSuccess}
 	for _, tt := range tests {

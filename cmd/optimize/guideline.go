@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/llm/embedded"
 	"github.com/ctxopt/ctxopt/pipeline"
 )
@@ -47,6 +48,15 @@ func guidelineCommand() *cli.Command {
 				ArgsUsage: "A B",
 				Flags:     registryFlags,
 				Action:    guidelineDiff,
+			},
+			{
+				Name:      "merge",
+				Usage:     "merge two playbooks learned in parallel (optimizer ace) into a new one: bullets matched by id and by word overlap, counters summed, the result validated and budgeted",
+				ArgsUsage: "A B",
+				Flags: append(append([]cli.Flag{}, registryFlags...),
+					&cli.Float64Flag{Name: "threshold", Value: guideline.DefaultDedupThreshold, Usage: "cosine (word overlap) at or above which two bullets of a section are one"},
+					&cli.IntFlag{Name: "max-tokens", Value: pipeline.DefaultACEMaxTokens, Usage: "token budget of the merged playbook's bullets"}),
+				Action: guidelineMerge,
 			},
 			{
 				Name:      "validate",
@@ -243,7 +253,19 @@ func guidelineShow(c *cli.Context) error {
 	if !strings.HasSuffix(src, "\n") {
 		fmt.Fprintln(out)
 	}
-	return nil
+	_, pb, err := reg.Playbook(r.ID)
+	if errors.Is(err, guideline.ErrNotPlaybook) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tok, err := llm.NewTokenizer(llm.DefaultEncoding)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "--- playbook: %d bullets, %d tokens\n", len(pb.Bullets), pb.Tokens(tok.Count))
+	return guideline.WriteBullets(out, pb)
 }
 
 func guidelineDiff(c *cli.Context) error {
@@ -260,6 +282,42 @@ func guidelineDiff(c *cli.Context) error {
 		return lookupError(err)
 	}
 	fmt.Fprint(c.App.Writer, d)
+	_, pa, errA := reg.Playbook(args[0])
+	_, pb, errB := reg.Playbook(args[1])
+	if errA == nil && errB == nil {
+		fmt.Fprintf(c.App.Writer, "--- bullets\n%s", guideline.DiffBullets(pa, pb))
+	}
+	return nil
+}
+
+func guidelineMerge(c *cli.Context) error {
+	args, err := wantArgs(c, 2)
+	if err != nil {
+		return err
+	}
+	reg, err := openRegistryFlag(c)
+	if err != nil {
+		return err
+	}
+	tok, err := llm.NewTokenizer(llm.DefaultEncoding)
+	if err != nil {
+		return err
+	}
+	rec, pb, rep, err := reg.MergeStored(args[0], args[1], guideline.MergeOptions{
+		Vectors: guideline.LexicalVectors, Threshold: c.Float64("threshold"), MaxTokens: c.Int("max-tokens"), Count: tok.Count,
+	})
+	if errors.Is(err, guideline.ErrNotPlaybook) {
+		return badInput(err)
+	}
+	if err != nil {
+		return lookupError(err)
+	}
+	out := c.App.Writer
+	fmt.Fprintf(out, "merged %s and %s into %s: %d bullets, %d tokens (budget %d)\n", args[0], args[1], rec.ID, len(pb.Bullets), pb.Tokens(tok.Count), c.Int("max-tokens"))
+	fmt.Fprintf(out, "  matched by id: %d, renumbered: %d, merged as duplicates: %d, evicted: %d\n", len(rep.Matched), len(rep.Renumbered), len(rep.Deduped), len(rep.Evicted))
+	for _, e := range rep.Evicted {
+		fmt.Fprintf(out, "  evicted %s (harmful-helpful %d, changed round %d)\n", e.Bullet, e.Net, e.Changed)
+	}
 	return nil
 }
 

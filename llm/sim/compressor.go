@@ -60,6 +60,7 @@ var lengthRe = regexp.MustCompile(`(?:under|at most|within|no more than|below|<=
 // readDirectives reads the directives of the instruction text, line by
 // line, case-insensitively (docs/embedded-model.md, Compressor).
 func readDirectives(instr string) directives {
+	instr = bulletRules(instr)
 	d := readFactDirectives(instr)
 	var sw switches
 	for line := range strings.Lines(asciiLower(instr)) {

@@ -35,7 +35,7 @@ const (
 var roles = []llm.Purpose{
 	llm.PurposeAgent, llm.PurposeCompressor, llm.PurposeAnalyzer,
 	llm.PurposeOptimizer, llm.PurposeJudge, llm.PurposeEmbedder,
-	llm.PurposeGenerator,
+	llm.PurposeGenerator, llm.PurposeReflector, llm.PurposeCurator,
 }
 
 var faultKinds = []string{Fault429, Fault5xx, FaultTimeout, FaultMalformed}
@@ -50,7 +50,7 @@ type handler struct {
 	arrivals map[uint64]uint32
 
 	requests, bad atomic.Int64
-	byRole        [7]atomic.Int64 // indexed like roles
+	byRole        [9]atomic.Int64 // indexed like roles
 	faults        [4]atomic.Int64 // indexed like faultKinds
 }
 
@@ -543,12 +543,13 @@ func chatRole(header string, tools bool) (llm.Purpose, error) {
 			return llm.PurposeAgent, nil
 		}
 		return purposeChat, nil
-	case llm.PurposeAgent, llm.PurposeCompressor, llm.PurposeAnalyzer, llm.PurposeOptimizer, llm.PurposeJudge, llm.PurposeGenerator:
+	case llm.PurposeAgent, llm.PurposeCompressor, llm.PurposeAnalyzer, llm.PurposeOptimizer, llm.PurposeJudge, llm.PurposeGenerator,
+		llm.PurposeReflector, llm.PurposeCurator:
 		return p, nil
 	case llm.PurposeEmbedder:
 		return "", fmt.Errorf("%s header: the embedder is served by POST /v1/embeddings, not chat completions", llm.RoleHeader)
 	default:
-		return "", fmt.Errorf("%s header: unknown role %q; want agent, compressor, analyzer, optimizer, judge or generator", llm.RoleHeader, header)
+		return "", fmt.Errorf("%s header: unknown role %q; want agent, compressor, analyzer, optimizer, judge, generator, reflector or curator", llm.RoleHeader, header)
 	}
 }
 
@@ -603,6 +604,10 @@ func (h *handler) answer(role llm.Purpose, msgs []llm.Message, tools []llm.Tool,
 		c.Message.Content, err = judge(prompt)
 	case llm.PurposeGenerator:
 		c.Message.Content, err = generate(prompt, variation)
+	case llm.PurposeReflector:
+		c.Message.Content, err = reflect(prompt)
+	case llm.PurposeCurator:
+		c.Message.Content, err = curate(prompt)
 	}
 	return c, err
 }
