@@ -19,7 +19,7 @@ func Report(w io.Writer, runDir string, sum *RunSummary, gate []eval.Rule) error
 		Baseline: sum.Baseline.Summary, FIFO: sum.FIFO.Summary, Prompting: sum.Prompting.Summary, UT: sum.UT.Summary, UTCO: sum.UTCO.Summary,
 		Arms:   report.Arms{None: evalNone, Prompting: evalPrompting, Selected: evalSelected},
 		Gate:   report.GateOf(gate),
-		Rounds: sum.Rounds, Roles: sum.Roles, MalformedFile: MalformedFile,
+		Rounds: sum.Rounds, ACE: sum.Optimizer == OptimizerACE, ACERounds: sum.ACERounds, Roles: sum.Roles, MalformedFile: MalformedFile,
 		Starting: sum.StartingGuideline, Selected: sum.SelectedGuideline,
 	}
 	dir := filepath.Join(runDir, GuidelinesDir)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxopt/ctxopt/eval"
+	"github.com/ctxopt/ctxopt/guideline"
 	"github.com/ctxopt/ctxopt/internal/golden"
 )
 
@@ -135,4 +136,33 @@ func mustRule(t *testing.T, s string) eval.Rule {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// An ACE run's report names its one optimized row and shows each ACE
+// round (tags, operations, dedup, eviction, the batch's gate); an ACON
+// run's keeps its UT and UTCO rows and shows no ACE round.
+func TestRunOptimizerRows(t *testing.T) {
+	round := guideline.ACERound{N: 1, Parent: "h-a", Chosen: "h-b", Feedback: 3, BatchKept: true, Reason: "the batch does not lose",
+		Ops: []guideline.Applied{{Op: guideline.Op{Type: "ADD"}, Bullet: "keep-00001"}, {Op: guideline.Op{Type: "REMOVE"}, Rejected: "unknown id"}}, Tokens: 1200}
+	for _, ace := range []bool{false, true} {
+		dir := t.TempDir()
+		r := runFixture(t, dir)
+		r.ACE = ace
+		if ace {
+			r.ACERounds = []guideline.ACERound{round}
+		}
+		if err := WriteRun(dir, r); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := string(b)
+		for s, want := range map[string]bool{"| ace playbook |": ace, "## ACE round 1": ace, "| 3 | 0 | 1 | 1 | 0 | 0 | 1.2k | true |": ace, "| acon ut |": !ace, "selected (ace)": ace} {
+			if strings.Contains(md, s) != want {
+				t.Errorf("ace=%v: report contains %q = %v, want %v", ace, s, !want, want)
+			}
+		}
+	}
 }

@@ -36,6 +36,10 @@ type Run struct {
 	Gate      Gate
 	Baselines Baselines
 	Rounds    []guideline.Round
+	// ACE says the job's optimizer was ACE: ACERounds are its rounds, the
+	// UTCO summary is the final playbook's rollout and UT is empty.
+	ACE       bool
+	ACERounds []guideline.ACERound
 	// Roles counts each role's calls; the malformed ones are recorded with
 	// the raw reply in MalformedFile.
 	Roles         map[string]llm.Stats
@@ -120,6 +124,7 @@ func (r *Run) details() []section {
 			pre:   roles.String()})
 	}
 	out = append(out, decisions(r.Rounds)...)
+	out = append(out, aceRounds(r.ACERounds)...)
 	if r.Diff != "" && r.Guideline.Parent != r.Starting {
 		out = append(out, section{title: fmt.Sprintf("Selected guideline %s against the starting one %s", r.Selected, r.Starting), pre: r.Diff, lang: "diff"})
 	}
@@ -161,18 +166,46 @@ func (s section) html() htmlSection {
 
 // beforeAfter is the table of the train split's rollouts.
 func beforeAfter(r *Run) section {
+	rows, para := beforeAfterRows(r)
 	return section{
-		title: fmt.Sprintf("Before and after (train split, %d tasks, the split the guidelines were selected on)", r.Baseline.Tasks),
-		tables: []table{summaryTable([]Row{
-			{Name: "none", Summary: r.Baseline},
-			{Name: "fifo", Summary: r.FIFO},
-			{Name: "prompting", Summary: r.Prompting},
-			{Name: "acon ut", Summary: r.UT},
-			{Name: "acon utco", Summary: r.UTCO},
-		})},
-		paras: []string{fmt.Sprintf("Compressor output tokens per task: prompting %s, UT %s, UTCO %s.",
-			Human(r.Prompting.CompressorOutputTokensMean), Human(r.UT.CompressorOutputTokensMean), Human(r.UTCO.CompressorOutputTokensMean))},
+		title:  fmt.Sprintf("Before and after (train split, %d tasks, the split the guidelines were selected on)", r.Baseline.Tasks),
+		tables: []table{summaryTable(rows)},
+		paras:  []string{para},
 	}
+}
+
+// beforeAfterRows are the train split's rollouts by name, and what the
+// compressor wrote per task; an ACE run has one optimized row.
+func beforeAfterRows(r *Run) ([]Row, string) {
+	rows := []Row{{Name: "none", Summary: r.Baseline}, {Name: "fifo", Summary: r.FIFO}, {Name: "prompting", Summary: r.Prompting}}
+	if r.ACE {
+		return append(rows, Row{Name: "ace playbook", Summary: r.UTCO}), fmt.Sprintf("Compressor output tokens per task: prompting %s, ACE playbook %s.",
+			Human(r.Prompting.CompressorOutputTokensMean), Human(r.UTCO.CompressorOutputTokensMean))
+	}
+	return append(rows, Row{Name: "acon ut", Summary: r.UT}, Row{Name: "acon utco", Summary: r.UTCO}), fmt.Sprintf("Compressor output tokens per task: prompting %s, UT %s, UTCO %s.",
+		Human(r.Prompting.CompressorOutputTokensMean), Human(r.UT.CompressorOutputTokensMean), Human(r.UTCO.CompressorOutputTokensMean))
+}
+
+// aceRounds shows each ACE round: what the reflector and curator
+// proposed, what code applied, deduplicated and evicted, and the gate.
+func aceRounds(rounds []guideline.ACERound) []section {
+	var out []section
+	for _, r := range rounds {
+		applied, rejected := 0, 0
+		for _, op := range r.Ops {
+			if op.Rejected != "" {
+				rejected++
+			} else {
+				applied++
+			}
+		}
+		t := table{head: []string{"feedback", "tags", "operations applied", "rejected", "deduplicated", "evicted", "playbook tokens", "batch kept"}, rows: [][]string{{
+			fmt.Sprint(r.Feedback), fmt.Sprint(len(r.Tags)), fmt.Sprint(applied), fmt.Sprint(rejected),
+			fmt.Sprint(len(r.Deduped)), fmt.Sprint(len(r.Evicted)), Human(float64(r.Tokens)), fmt.Sprint(r.BatchKept)}}}
+		p := fmt.Sprintf("Parent %s, chosen %s; feedback from %d tasks, the batch gated on %d other tasks.", r.Parent, r.Chosen, len(r.FeedbackTasks), len(r.Tasks))
+		out = append(out, section{title: fmt.Sprintf("ACE round %d", r.N), paras: []string{r.Reason, p}, tables: []table{t}})
+	}
+	return out
 }
 
 // heldOut writes the held-out evaluation's own report (eval/report.md,
@@ -236,7 +269,7 @@ func headline(r *Run) section {
 		return row{name, s.SuccessRate, s.EM, s.F1, s.PeakTokensMean, s.DependencyMean}
 	}
 	split := "train"
-	rows := []row{fromStage("no compression", r.Baseline), fromStage("prompting", r.Prompting), fromStage("selected (utco)", r.UTCO)}
+	rows := []row{fromStage("no compression", r.Baseline), fromStage("prompting", r.Prompting), fromStage(selectedLabel(r), r.UTCO)}
 	if r.Eval != nil {
 		ev := r.Eval.Summary
 		split = ev.Split
@@ -253,6 +286,14 @@ func headline(r *Run) section {
 		t.rows = append(t.rows, []string{r.name, pct(r.success), fmt.Sprintf("%.3f", r.em), fmt.Sprintf("%.3f", r.f1), Human(r.peak), Human(r.dp)})
 	}
 	return section{title: fmt.Sprintf("Headline (%s split)", split), paras: []string{fmt.Sprintf("Optimized: the %s guideline.", r.Kind)}, tables: []table{t}}
+}
+
+// selectedLabel names the optimized row of the headline.
+func selectedLabel(r *Run) string {
+	if r.ACE {
+		return "selected (ace)"
+	}
+	return "selected (utco)"
 }
 
 // constructed says which figures the embedded model sets by construction,
