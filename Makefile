@@ -4,7 +4,7 @@ BIN := bin/optimize
 .PHONY: demo test bench lint build tools clean real
 
 build:
-	$(GO) build -o $(BIN) ./cmd/optimize
+	@$(GO) build -o $(BIN) ./cmd/optimize
 
 # The main job on the embedded offline model: no key, no network. runs/ is
 # the demo's own: what an earlier demo left there is reused where its inputs
@@ -26,6 +26,7 @@ demo: build
 	  --candidate llmlingua=llmlingua --candidate prompting=prompting \
 	  --candidate guideline=guideline,guideline=selected \
 	  --candidate pace=pace --candidate plan-aware=plan-aware --out runs/demo-strategies
+	@echo "demo: promoting the selected guideline for serve.example.yaml, gated against its starting guideline (prompting), not none as the verdict above"
 	@./$(BIN) guideline promote --run runs/demo --gate runs/demo/eval --against prompting \
 	  --rule "success >= -0.05" selected
 
