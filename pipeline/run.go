@@ -87,6 +87,7 @@ func Run(ctx context.Context, job *Job, outDir string, opts RunOptions) (*RunSum
 		return nil, err
 	}
 	defer p.rt.Close()
+	defer p.engine.Close()
 	var sum *RunSummary
 	err = WithPatience(ctx, job.Rollout.Patience, func() error {
 		// Finished stages are skipped and interrupted ones resume, so
@@ -112,7 +113,9 @@ type runner struct {
 	reg   registry
 	meter *Meter
 	kind  guideline.Kind
-	store *StageStore // nil: no reuse across runs
+	// engine runs the rollout stages (engine.go).
+	engine Engine
+	store  *StageStore // nil: no reuse across runs
 	// started is before the run looked anything up in the store: bounding
 	// the store keeps the entries used since.
 	started time.Time

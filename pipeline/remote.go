@@ -1,0 +1,202 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// remoteSuffix names the directory beside a rollout's where tasks run by
+// other processes leave their records, one file per task, until
+// PublishRemote moves them into the rollout.
+const remoteSuffix = ".remote"
+
+// ErrWorkRefused marks a task a worker cannot run as asked (another
+// configuration, an unknown task): retrying it elsewhere cannot help.
+var ErrWorkRefused = errors.New("work refused")
+
+// TaskWork is one task of a RolloutWork, as a worker runs it.
+type TaskWork struct {
+	RunDir, Stage, Dir string
+	Strategy           compress.Name
+	Guideline          string
+	Fingerprint        rollout.Fingerprint
+	TaskID             string
+}
+
+// Task returns w's i-th task as a worker runs it.
+func (w RolloutWork) Task(i int) TaskWork {
+	return TaskWork{RunDir: w.RunDir, Stage: w.Stage, Dir: w.Dir, Strategy: w.Strategy, Guideline: w.Guideline, Fingerprint: w.Fingerprint, TaskID: w.Tasks[i].ID}
+}
+
+// TaskResult is what a worker returns for a task: where its record is
+// (relative to the run directory), never the record itself, and what its
+// calls spent.
+type TaskResult struct {
+	Record  string `json:"record"`
+	Success bool   `json:"success"`
+	Spend   Spend  `json:"spend"`
+}
+
+// remoteRecord is where task id's record of the rollout in dir goes.
+func remoteRecord(dir, id string) string {
+	h := sha256.Sum256([]byte(id))
+	return filepath.Join(dir+remoteSuffix, hex.EncodeToString(h[:12])+".jsonl")
+}
+
+// Pending returns the indexes of w's tasks no worker has recorded yet.
+func (w RolloutWork) Pending() []int {
+	var out []int
+	for i, t := range w.Tasks {
+		if _, err := os.Stat(remoteRecord(w.Dir, t.ID)); err != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// PublishRemote moves the records workers left for w into the rollout's
+// staging directory, in task order, as the runner writes them, and
+// removes what the workers left (their records and any temporary file of
+// a killed one); the runner then resumes every recorded task and runs
+// none that is not. A task without a record is left to run.
+func PublishRemote(w RolloutWork) error {
+	staging := w.Dir + ".partial"
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		return fmt.Errorf("publish %s: %w", w.Stage, err)
+	}
+	if err := rollout.WriteJSON(filepath.Join(staging, rollout.FingerprintFile), w.Fingerprint); err != nil {
+		return err
+	}
+	err := atomicfile.Write(filepath.Join(staging, rollout.TrajectoriesFile), 0o644, func(out io.Writer) error {
+		for _, t := range w.Tasks {
+			b, err := os.ReadFile(remoteRecord(w.Dir, t.ID))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := out.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", w.Stage, err)
+	}
+	return os.RemoveAll(w.Dir + remoteSuffix)
+}
+
+// TaskRunner runs single tasks of one run directory for a worker: it
+// holds the run's runtime (opened once) and the guidelines it compiled.
+type TaskRunner struct {
+	p      *runner
+	ledger *Ledger
+	tasks  map[string]env.Task
+	mu     sync.Mutex
+	tmpls  map[string]*compress.Prompt
+}
+
+// OpenTaskRunner opens the run in runDir as its resolved job.yaml
+// describes it. The response cache is off: workers on one machine would
+// contend for its file, and an answer is the same without it.
+func OpenTaskRunner(ctx context.Context, runDir string) (*TaskRunner, error) {
+	job, err := LoadJob(filepath.Join(runDir, JobFile))
+	if err != nil {
+		return nil, err
+	}
+	job.Cache.Disabled = true
+	rt, err := Open(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	p := &runner{ctx: ctx, job: job, rt: rt, dir: runDir, tmpls: map[string]*guideline.Template{}}
+	if err := p.loadStart(); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	t := &TaskRunner{p: p, ledger: OpenLedger(runDir), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
+	for _, task := range p.train {
+		t.tasks[task.ID] = task
+	}
+	return t, nil
+}
+
+// Close releases the run's runtime.
+func (t *TaskRunner) Close() error { return t.p.rt.Close() }
+
+// RunTask runs w's task, its calls recorded in the ledger under key, and
+// leaves its record where PublishRemote finds it (written atomically, so
+// a task run twice leaves one record).
+func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (TaskResult, error) {
+	task, ok := t.tasks[w.TaskID]
+	if !ok {
+		return TaskResult{}, fmt.Errorf("%w: task %s is not in the run's train split", ErrWorkRefused, w.TaskID)
+	}
+	g, err := t.compiled(w.Guideline)
+	if err != nil {
+		return TaskResult{}, err
+	}
+	meter := NewAttemptMeter(t.ledger, key)
+	agent, _, err := t.p.agentWith(w.Strategy, g, meter.Wrap(t.p.rt.Agent), meter.Wrap(t.p.rt.Compressor), meter.Wrap(t.p.rt.Embedder))
+	if err != nil {
+		return TaskResult{}, err
+	}
+	if fp := agent.Fingerprint(); fp != w.Fingerprint {
+		return TaskResult{}, fmt.Errorf("%w: this worker builds the agent %+v, the run's is %+v (another binary or job?)", ErrWorkRefused, fp, w.Fingerprint)
+	}
+	tr, err := agent.Run(ctx, task)
+	if err != nil {
+		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
+	}
+	line, err := rollout.EncodeTrajectory(tr)
+	if err != nil {
+		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
+	}
+	path := remoteRecord(w.Dir, task.ID)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return TaskResult{}, err
+	}
+	if err := atomicfile.WriteFile(path, append(line, '\n'), 0o644); err != nil {
+		return TaskResult{}, err
+	}
+	rel, err := filepath.Rel(w.RunDir, path)
+	if err != nil {
+		rel = path
+	}
+	return TaskResult{Record: rel, Success: tr.Success, Spend: meter.Snapshot()}, nil
+}
+
+// compiled returns the guideline of src, compiling each source once
+// (creating templates is not safe concurrently).
+func (t *TaskRunner) compiled(src string) (*compress.Prompt, error) {
+	if src == "" {
+		return nil, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g := t.tmpls[src]; g != nil {
+		return g, nil
+	}
+	tmpl, err := Compile(t.p.kind, src, "the run's guideline")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrWorkRefused, err)
+	}
+	g := promptOf(tmpl)
+	t.tmpls[src] = g
+	return g, nil
+}
