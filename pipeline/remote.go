@@ -72,14 +72,15 @@ func (w RolloutWork) Pending() []int {
 // removes what the workers left (their records and any temporary file of
 // a killed one); the runner then resumes every recorded task and runs
 // none that is not. A task without a record is left to run.
-func PublishRemote(w RolloutWork) error {
+func PublishRemote(w RolloutWork) (int, error) {
 	staging := w.Dir + ".partial"
 	if err := os.MkdirAll(staging, 0o755); err != nil {
-		return fmt.Errorf("publish %s: %w", w.Stage, err)
+		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
 	if err := rollout.WriteJSON(filepath.Join(staging, rollout.FingerprintFile), w.Fingerprint); err != nil {
-		return err
+		return 0, err
 	}
+	n := 0
 	err := atomicfile.Write(filepath.Join(staging, rollout.TrajectoriesFile), 0o644, func(out io.Writer) error {
 		for _, t := range w.Tasks {
 			b, err := os.ReadFile(remoteRecord(w.Dir, t.ID))
@@ -92,13 +93,14 @@ func PublishRemote(w RolloutWork) error {
 			if _, err := out.Write(b); err != nil {
 				return err
 			}
+			n++
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("publish %s: %w", w.Stage, err)
+		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
-	return os.RemoveAll(w.Dir + remoteSuffix)
+	return n, os.RemoveAll(w.Dir + remoteSuffix)
 }
 
 // TaskRunner runs single tasks of one run directory for a worker: it
