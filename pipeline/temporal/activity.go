@@ -118,7 +118,12 @@ func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx)
+				select {
+				case <-done: // the task finished meanwhile
+					return
+				default:
+					activity.RecordHeartbeat(ctx)
+				}
 			}
 		}
 	}()

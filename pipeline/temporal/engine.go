@@ -43,6 +43,7 @@ func (e *Engine) Close() error {
 // (attaching to it when a driver before this one started it), collects
 // the records and lets the runner publish the rollout from them.
 func (e *Engine) Rollout(ctx context.Context, r *rollout.Runner, w pipeline.RolloutWork) (*rollout.Result, error) {
+	dir := w.Dir // the runner's, as the run names it
 	var err error
 	// Workers on a shared volume see the run under the same absolute path.
 	if w.RunDir, err = filepath.Abs(w.RunDir); err != nil {
@@ -67,7 +68,7 @@ func (e *Engine) Rollout(ctx context.Context, r *rollout.Runner, w pipeline.Roll
 	if n != len(w.Tasks) {
 		return nil, fmt.Errorf("stage %s: the workers recorded %d of %d tasks", w.Stage, n, len(w.Tasks))
 	}
-	return r.RunDir(ctx, w.Tasks, w.Dir)
+	return r.RunDir(ctx, w.Tasks, dir)
 }
 
 // run starts (or attaches to) the stage's workflow for the tasks without
