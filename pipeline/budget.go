@@ -145,7 +145,7 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	if resp.Cached {
 		m.run.CacheHits++
 		m.mu.Unlock()
-		m.record(Spend{CacheHits: 1})
+		m.record(Spend{CacheHits: 1, Requests: -1}) // none was sent
 		return
 	}
 	m.run.Calls++
@@ -156,7 +156,7 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	u.CompletionTokens += billed.CompletionTokens
 	m.billed[c] = u
 	m.mu.Unlock()
-	m.record(Spend{Calls: 1, Requests: 1 + resp.Retries, Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, CostUSD: c.Cost(billed)})
+	m.record(Spend{Calls: 1, Requests: resp.Retries, Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, CostUSD: c.Cost(billed)})
 	m.journal()
 }
 
@@ -164,12 +164,13 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 func (m *Meter) failed(err error) {
 	n := llm.Attempts(err)
 	if n == 0 {
+		m.record(Spend{Requests: -1}) // none was sent
 		return
 	}
 	m.mu.Lock()
 	m.run.Requests += n
 	m.mu.Unlock()
-	m.record(Spend{Requests: n})
+	m.record(Spend{Requests: n - 1})
 	m.journal()
 }
 
@@ -211,6 +212,7 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	if err := c.meter.check(); err != nil {
 		return llm.Response{}, err
 	}
+	c.meter.begin()
 	resp, err := c.Client.Complete(ctx, req)
 	if err == nil {
 		c.meter.add(c.Client, resp, resp.Usage)
@@ -225,6 +227,9 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 func (c *Metered) Embed(ctx context.Context, texts []string) ([][]float32, llm.Usage, error) {
 	if err := c.meter.check(); err != nil {
 		return nil, llm.Usage{}, err
+	}
+	if len(texts) > 0 {
+		c.meter.begin()
 	}
 	e, err := c.Client.Embeddings(ctx, texts)
 	switch {

@@ -187,6 +187,13 @@ func (m *Meter) Refresh() error {
 	return nil
 }
 
+// begin records a request about to be sent, before it is sent: a process
+// killed while it is in flight has it counted (the endpoint may have
+// billed it). The call's completion records the rest of its spend, less
+// this request (record's callers in the meter). Without a ledger it does
+// nothing.
+func (m *Meter) begin() { m.record(Spend{Requests: 1}) }
+
 // record writes one call's spend to the ledger, if any. A call the ledger
 // could not record is still counted in this process (and logged).
 func (m *Meter) record(s Spend) {

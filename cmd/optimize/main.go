@@ -84,6 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			importCommand(),
 			simCommand(),
 			workerCommand(),
+			scheduleCommand(),
 			serveCommand(),
 			cacheCommand(),
 			synthCommand(),

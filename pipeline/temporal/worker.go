@@ -42,6 +42,8 @@ func Register(w worker.Registry, acts *Activities) {
 	w.RegisterWorkflowWithOptions(StageWorkflow, workflow.RegisterOptions{Name: WorkflowStage})
 	w.RegisterWorkflowWithOptions(ChunkWorkflow, workflow.RegisterOptions{Name: WorkflowChunk})
 	w.RegisterActivityWithOptions(acts.RunTask, activity.RegisterOptions{Name: ActivityRunTask})
+	w.RegisterWorkflowWithOptions(NightlyWorkflow, workflow.RegisterOptions{Name: WorkflowNightly})
+	w.RegisterActivityWithOptions(RunNightly, activity.RegisterOptions{Name: ActivityNightly})
 }
 
 // RunWorker runs the workflows and activities of the task queue until ctx
