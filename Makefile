@@ -79,6 +79,7 @@ bench: build tools
 	bash bench/serve.sh
 	bash bench/rollout-rss.sh
 	bash bench/cache-limit.sh
+	bash bench/temporal.sh
 
 lint:
 	gofmt -l . | (! grep .)
