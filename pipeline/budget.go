@@ -145,7 +145,7 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	if resp.Cached {
 		m.run.CacheHits++
 		m.mu.Unlock()
-		m.record(Spend{CacheHits: 1, Requests: -1}) // none was sent
+		m.record(Spend{CacheHits: 1})
 		return
 	}
 	m.run.Calls++
@@ -156,7 +156,8 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	u.CompletionTokens += billed.CompletionTokens
 	m.billed[c] = u
 	m.mu.Unlock()
-	m.record(Spend{Calls: 1, Requests: resp.Retries, Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, CostUSD: c.Cost(billed)})
+	// Its requests were recorded as they were sent (traced).
+	m.record(Spend{Calls: 1, Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, CostUSD: c.Cost(billed)})
 	m.journal()
 }
 
@@ -164,14 +165,12 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 func (m *Meter) failed(err error) {
 	n := llm.Attempts(err)
 	if n == 0 {
-		m.record(Spend{Requests: -1}) // none was sent
 		return
 	}
 	m.mu.Lock()
 	m.run.Requests += n
 	m.mu.Unlock()
-	m.record(Spend{Requests: n - 1})
-	m.journal()
+	m.journal() // a ledger has its requests: they were recorded as sent
 }
 
 // journal records the spend as each paid call completes, so a crash (even
@@ -212,8 +211,7 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	if err := c.meter.check(); err != nil {
 		return llm.Response{}, err
 	}
-	c.meter.begin()
-	resp, err := c.Client.Complete(ctx, req)
+	resp, err := c.Client.Complete(c.meter.traced(ctx), req)
 	if err == nil {
 		c.meter.add(c.Client, resp, resp.Usage)
 	} else {
@@ -228,10 +226,7 @@ func (c *Metered) Embed(ctx context.Context, texts []string) ([][]float32, llm.U
 	if err := c.meter.check(); err != nil {
 		return nil, llm.Usage{}, err
 	}
-	if len(texts) > 0 {
-		c.meter.begin()
-	}
-	e, err := c.Client.Embeddings(ctx, texts)
+	e, err := c.Client.Embeddings(c.meter.traced(ctx), texts)
 	switch {
 	case err != nil:
 		c.meter.failed(err)

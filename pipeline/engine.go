@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -33,6 +36,11 @@ type EngineSpec struct {
 	// activities go; optimize worker polls the same task queue.
 	Namespace string `yaml:"namespace" json:"namespace,omitempty"`
 	TaskQueue string `yaml:"task_queue" json:"task_queue,omitempty"`
+	// Storage is the bucket URL (gocloud.dev/blob: file://, s3://, gs://,
+	// azblob://) where the run's shared files live, under a prefix named
+	// after the run directory; empty keeps them in the run directory,
+	// which workers must then see at the same path.
+	Storage string `yaml:"storage" json:"storage,omitempty"`
 }
 
 // Defaults of the temporal engine's settings.
@@ -71,7 +79,7 @@ func (e EngineSpec) Problems() []EngineProblem {
 	var out []EngineProblem
 	switch e.Kind {
 	case "", EngineInProcess:
-		for f, v := range map[string]string{"address": e.Address, "namespace": e.Namespace, "task_queue": e.TaskQueue} {
+		for f, v := range map[string]string{"address": e.Address, "namespace": e.Namespace, "task_queue": e.TaskQueue, "storage": e.Storage} {
 			if v != "" {
 				out = append(out, EngineProblem{f, "is set but engine.kind is inprocess; set kind: temporal or remove it"})
 			}
@@ -79,6 +87,9 @@ func (e EngineSpec) Problems() []EngineProblem {
 	case EngineTemporal:
 		if _, port, err := net.SplitHostPort(e.Address); err != nil || port == "" {
 			out = append(out, EngineProblem{"address", fmt.Sprintf("%q is not host:port (e.g. %s)", e.Address, DefaultTemporalAddress)})
+		}
+		if msg := storageProblem(e.Storage); msg != "" {
+			out = append(out, EngineProblem{"storage", msg})
 		}
 		if strings.TrimSpace(e.TaskQueue) == "" {
 			out = append(out, EngineProblem{"task_queue", "is blank; name the task queue optimize worker polls"})
@@ -103,6 +114,8 @@ type RolloutWork struct {
 	Tasks     []env.Task
 	// Fingerprint is the agent's: a worker that builds another refuses.
 	Fingerprint rollout.Fingerprint
+	// Store is the run store the workers share.
+	Store *RunStore
 	// Budget is the job's, Spent what the run spent before the stage: an
 	// engine stops scheduling tasks once the budget is reached.
 	Budget Budget
@@ -167,9 +180,9 @@ func OpenEngine(ctx context.Context, spec EngineSpec) (Engine, error) {
 	return e, nil
 }
 
-// openEngine opens the job's engine; one that runs work in other
-// processes makes the meter keep the run's spend in its ledger, where
-// those processes record theirs.
+// openEngine opens the job's engine. One that runs work in other
+// processes gets the run store, with the resolved job in it, and the meter
+// keeps the run's spend in its ledger, where those processes record theirs.
 func (p *runner) openEngine() error {
 	e, err := OpenEngine(p.ctx, p.job.Engine)
 	if err != nil {
@@ -179,8 +192,38 @@ func (p *runner) openEngine() error {
 	if _, local := e.(inProcess); local {
 		return nil
 	}
+	url, err := RunStoreURL(p.job.Engine.Storage, p.dir)
+	if err != nil {
+		return invalid(err)
+	}
+	if p.shared, err = OpenRunStore(p.ctx, url); err != nil {
+		return invalid(err)
+	}
+	job, err := os.ReadFile(filepath.Join(p.dir, JobFile))
+	if err == nil {
+		err = p.shared.Put(p.ctx, JobFile, job)
+	}
+	if err != nil {
+		return err
+	}
 	key := LedgerKey{Workflow: "driver " + p.started.UTC().Format(time.RFC3339Nano), Activity: "local", Attempt: 1}
-	return p.meter.UseLedger(OpenLedger(p.dir), key)
+	return p.meter.UseLedger(OpenLedger(p.shared), key)
+}
+
+// storageProblem checks a storage URL; "" when it is fine.
+func storageProblem(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not a URL: %v", s, err)
+	}
+	switch u.Scheme {
+	case "file", "s3", "gs", "azblob":
+		return ""
+	}
+	return fmt.Sprintf("%q: want a bucket URL with scheme file, s3, gs or azblob (e.g. s3://bucket?region=eu-west-1)", s)
 }
 
 // OverrideEngine sets the engine's kind and address from command-line

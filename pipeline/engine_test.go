@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,7 +55,12 @@ func TestOverrideEngine(t *testing.T) {
 }
 
 func TestLedgerSumCountsEachCallOnce(t *testing.T) {
-	l := OpenLedger(t.TempDir())
+	ctx := context.Background()
+	s, err := OpenRunStore(ctx, "file://"+filepath.ToSlash(t.TempDir())+"?metadata=skip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := OpenLedger(s)
 	a := l.Writer(LedgerKey{Workflow: "w", Activity: "1", Attempt: 1})
 	b := l.Writer(LedgerKey{Workflow: "w", Activity: "1", Attempt: 2}) // a retry: billed again
 	for _, w := range []*LedgerWriter{a, b} {
@@ -67,7 +74,7 @@ func TestLedgerSumCountsEachCallOnce(t *testing.T) {
 	if err := again.Record(Spend{Calls: 1, Requests: 2, Tokens: 10, CostUSD: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := l.Sum()
+	got, err := OpenLedger(s).Sum(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,21 +1,18 @@
 package pipeline
 
 import (
-	"bytes"
-	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 )
 
-// LedgerDir is the run directory's spend ledger: with an engine that runs
+// LedgerDir is the run store's spend ledger: with an engine that runs
 // work in other processes, every LLM call's usage is recorded there once,
 // and the run's spent.json is computed from it.
 const LedgerDir = "ledger"
@@ -36,91 +33,68 @@ type LedgerEntry struct {
 	Spend
 }
 
-// Ledger is the spend ledger of a run directory: one append-only file per
-// attempt, one line per call, written as the call completes. A process
-// killed mid-attempt keeps the calls it recorded; an attempt retried
-// writes its own file, so calls a failed attempt was billed for count too.
-type Ledger struct{ dir string }
+// Ledger is the spend ledger of a run: one object per call, under its
+// attempt's prefix, written as the call completes. A process killed
+// mid-attempt keeps the calls it recorded; an attempt retried writes under
+// its own prefix, so calls a failed attempt was billed for count too, and
+// an entry written twice is one object, counted once.
+type Ledger struct {
+	s    *RunStore
+	mu   sync.Mutex
+	seen map[string]Spend // entries read so far (an entry never changes)
+}
 
-// OpenLedger returns the ledger of runDir.
-func OpenLedger(runDir string) *Ledger { return &Ledger{dir: filepath.Join(runDir, LedgerDir)} }
+// OpenLedger returns the ledger of the run store s.
+func OpenLedger(s *RunStore) *Ledger { return &Ledger{s: s, seen: map[string]Spend{}} }
 
 // Writer returns the writer of key's attempt.
 func (l *Ledger) Writer(key LedgerKey) *LedgerWriter {
 	b, _ := json.Marshal(key)
 	h := sha256.Sum256(b)
-	return &LedgerWriter{key: key, path: filepath.Join(l.dir, hex.EncodeToString(h[:12])+".jsonl")}
+	return &LedgerWriter{key: key, s: l.s, prefix: LedgerDir + "/" + hex.EncodeToString(h[:12]) + "/"}
 }
 
 // Sum is the spend of every entry, each counted once, summed in key order
-// so the total does not depend on the order files are read in.
-func (l *Ledger) Sum() (Spend, error) {
-	ents, err := os.ReadDir(l.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return Spend{}, nil
-	}
+// so the total does not depend on the order they were listed in.
+func (l *Ledger) Sum(ctx context.Context) (Spend, error) {
+	keys, err := l.s.List(ctx, LedgerDir+"/")
 	if err != nil {
 		return Spend{}, fmt.Errorf("read ledger: %w", err)
 	}
-	seen := map[string]LedgerEntry{}
-	for _, e := range ents {
-		if filepath.Ext(e.Name()) != ".jsonl" {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		if _, ok := l.seen[k]; ok {
 			continue
 		}
-		if err := readLedgerFile(filepath.Join(l.dir, e.Name()), seen); err != nil {
-			return Spend{}, err
+		b, err := l.s.Get(ctx, k)
+		if err != nil {
+			return Spend{}, fmt.Errorf("read ledger: %w", err)
 		}
+		var e LedgerEntry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return Spend{}, fmt.Errorf("ledger %s: %w", k, err)
+		}
+		l.seen[k] = e.Spend
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, cmp.Compare)
+	slices.Sort(keys)
 	var s Spend
 	for _, k := range keys {
-		s = s.Add(seen[k].Spend)
+		s = s.Add(l.seen[k])
 	}
 	return s, nil
 }
 
-// readLedgerFile adds path's entries to seen. A last line without its
-// newline was torn by a killed writer and is left out: its call was not
-// recorded as complete.
-func readLedgerFile(path string, seen map[string]LedgerEntry) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read ledger: %w", err)
-	}
-	for n := 1; len(b) > 0; n++ {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			break
-		}
-		line := b[:i]
-		b = b[i+1:]
-		var e LedgerEntry
-		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		k, _ := json.Marshal(struct {
-			LedgerKey
-			Request int
-		}{e.LedgerKey, e.Request})
-		seen[string(k)] = e
-	}
-	return nil
-}
-
-// LedgerWriter appends the entries of one attempt.
+// LedgerWriter writes the entries of one attempt.
 type LedgerWriter struct {
-	key  LedgerKey
-	path string
-	mu   sync.Mutex
-	next int
+	key    LedgerKey
+	s      *RunStore
+	prefix string
+	mu     sync.Mutex
+	next   int
 }
 
-// Record appends one call's usage as one line (one write, so a crash
-// tears at most the last line).
+// Record writes one call's usage as its own object.
 func (w *LedgerWriter) Record(s Spend) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -129,18 +103,8 @@ func (w *LedgerWriter) Record(s Spend) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(w.path), 0o755); err != nil {
-		return fmt.Errorf("ledger: %w", err)
-	}
-	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	// The write completes even when the work it records was cancelled.
+	if err := w.s.Put(context.Background(), fmt.Sprintf("%s%08d.json", w.prefix, w.next), b); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
 	w.next++
@@ -177,7 +141,7 @@ func (m *Meter) Refresh() error {
 	if m.ledger == nil || m.ledger.l == nil {
 		return nil
 	}
-	s, err := m.ledger.l.Sum()
+	s, err := m.ledger.l.Sum(context.Background())
 	if err != nil {
 		return err
 	}
@@ -187,12 +151,22 @@ func (m *Meter) Refresh() error {
 	return nil
 }
 
-// begin records a request about to be sent, before it is sent: a process
-// killed while it is in flight has it counted (the endpoint may have
-// billed it). The call's completion records the rest of its spend, less
-// this request (record's callers in the meter). Without a ledger it does
-// nothing.
-func (m *Meter) begin() { m.record(Spend{Requests: 1}) }
+// traced returns ctx with, when the meter keeps a ledger, a trace that
+// records each HTTP request once it is written to the endpoint (every
+// attempt of a call, retries too): a process killed after that has it
+// counted, as the endpoint will serve it; one killed before has neither.
+func (m *Meter) traced(ctx context.Context) context.Context {
+	if m.ledger == nil {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				m.record(Spend{Requests: 1})
+			}
+		},
+	})
+}
 
 // record writes one call's spend to the ledger, if any. A call the ledger
 // could not record is still counted in this process (and logged).

@@ -27,52 +27,71 @@ const remoteSuffix = ".remote"
 // configuration, an unknown task): retrying it elsewhere cannot help.
 var ErrWorkRefused = errors.New("work refused")
 
-// TaskWork is one task of a RolloutWork, as a worker runs it.
+// TaskWork is one task of a RolloutWork, as a worker runs it. Store is
+// the run store's URL; Dir the rollout's directory as a key in it.
 type TaskWork struct {
-	RunDir, Stage, Dir string
-	Strategy           compress.Name
-	Guideline          string
-	Fingerprint        rollout.Fingerprint
-	TaskID             string
+	Store, Stage, Dir string
+	Strategy          compress.Name
+	Guideline         string
+	Fingerprint       rollout.Fingerprint
+	TaskID            string
+}
+
+// dirKey is the rollout's directory as a key of the run store.
+func (w RolloutWork) dirKey() string {
+	rel, err := filepath.Rel(w.RunDir, w.Dir)
+	if err != nil {
+		rel = w.Dir
+	}
+	return filepath.ToSlash(rel)
 }
 
 // Task returns w's i-th task as a worker runs it.
 func (w RolloutWork) Task(i int) TaskWork {
-	return TaskWork{RunDir: w.RunDir, Stage: w.Stage, Dir: w.Dir, Strategy: w.Strategy, Guideline: w.Guideline, Fingerprint: w.Fingerprint, TaskID: w.Tasks[i].ID}
+	return TaskWork{Store: w.Store.URL(), Stage: w.Stage, Dir: w.dirKey(), Strategy: w.Strategy, Guideline: w.Guideline, Fingerprint: w.Fingerprint, TaskID: w.Tasks[i].ID}
 }
 
-// TaskResult is what a worker returns for a task: where its record is
-// (relative to the run directory), never the record itself, and what its
-// calls spent.
+// TaskResult is what a worker returns for a task: the key of its record
+// in the run store, never the record itself, and what its calls spent.
 type TaskResult struct {
 	Record  string `json:"record"`
 	Success bool   `json:"success"`
 	Spend   Spend  `json:"spend"`
 }
 
-// remoteRecord is where task id's record of the rollout in dir goes.
+// remotePrefix is where workers leave the records of the rollout at dir.
+func remotePrefix(dir string) string { return dir + remoteSuffix + "/" }
+
+// remoteRecord is the key of task id's record of the rollout at dir.
 func remoteRecord(dir, id string) string {
 	h := sha256.Sum256([]byte(id))
-	return filepath.Join(dir+remoteSuffix, hex.EncodeToString(h[:12])+".jsonl")
+	return remotePrefix(dir) + hex.EncodeToString(h[:12]) + ".jsonl"
 }
 
 // Pending returns the indexes of w's tasks no worker has recorded yet.
-func (w RolloutWork) Pending() []int {
+func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
+	keys, err := w.Store.List(ctx, remotePrefix(w.dirKey()))
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, k := range keys {
+		have[k] = true
+	}
 	var out []int
 	for i, t := range w.Tasks {
-		if _, err := os.Stat(remoteRecord(w.Dir, t.ID)); err != nil {
+		if !have[remoteRecord(w.dirKey(), t.ID)] {
 			out = append(out, i)
 		}
 	}
-	return out
+	return out, nil
 }
 
-// PublishRemote moves the records workers left for w into the rollout's
+// PublishRemote copies the records workers left for w into the rollout's
 // staging directory, in task order, as the runner writes them, and
-// removes what the workers left (their records and any temporary file of
-// a killed one); the runner then resumes every recorded task and runs
-// none that is not. A task without a record is left to run.
-func PublishRemote(w RolloutWork) (int, error) {
+// deletes them from the store; the runner then resumes every recorded
+// task. It returns how many tasks had a record.
+func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
 	staging := w.Dir + ".partial"
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
@@ -83,8 +102,8 @@ func PublishRemote(w RolloutWork) (int, error) {
 	n := 0
 	err := atomicfile.Write(filepath.Join(staging, rollout.TrajectoriesFile), 0o644, func(out io.Writer) error {
 		for _, t := range w.Tasks {
-			b, err := os.ReadFile(remoteRecord(w.Dir, t.ID))
-			if errors.Is(err, os.ErrNotExist) {
+			b, err := w.Store.Get(ctx, remoteRecord(w.dirKey(), t.ID))
+			if errors.Is(err, ErrNoObject) {
 				continue
 			}
 			if err != nil {
@@ -100,24 +119,39 @@ func PublishRemote(w RolloutWork) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
-	return n, os.RemoveAll(w.Dir + remoteSuffix)
+	return n, w.Store.DeletePrefix(ctx, remotePrefix(w.dirKey()))
 }
 
-// TaskRunner runs single tasks of one run directory for a worker: it
-// holds the run's runtime (opened once) and the guidelines it compiled.
+// TaskRunner runs single tasks of one run for a worker: it holds the
+// run's runtime (opened once) and the guidelines it compiled.
 type TaskRunner struct {
 	p      *runner
+	store  *RunStore
 	ledger *Ledger
 	tasks  map[string]env.Task
 	mu     sync.Mutex
 	tmpls  map[string]*compress.Prompt
 }
 
-// OpenTaskRunner opens the run in runDir as its resolved job.yaml
-// describes it. The response cache is off: workers on one machine would
-// contend for its file, and an answer is the same without it.
-func OpenTaskRunner(ctx context.Context, runDir string) (*TaskRunner, error) {
-	job, err := LoadJob(filepath.Join(runDir, JobFile))
+// OpenTaskRunner opens the run whose store is at storeURL, as the
+// resolved job there describes it. The response cache is off: workers on
+// one machine would contend for its file, and an answer is the same
+// without it.
+func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err error) {
+	store, err := OpenRunStore(ctx, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			store.Close()
+		}
+	}()
+	data, err := store.Get(ctx, JobFile)
+	if err != nil {
+		return nil, err
+	}
+	job, err := ParseJob(storeURL+" "+JobFile, data)
 	if err != nil {
 		return nil, err
 	}
@@ -126,24 +160,24 @@ func OpenTaskRunner(ctx context.Context, runDir string) (*TaskRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &runner{ctx: ctx, job: job, rt: rt, dir: runDir, tmpls: map[string]*guideline.Template{}}
+	p := &runner{ctx: ctx, job: job, rt: rt, tmpls: map[string]*guideline.Template{}}
 	if err := p.loadStart(); err != nil {
 		rt.Close()
 		return nil, err
 	}
-	t := &TaskRunner{p: p, ledger: OpenLedger(runDir), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
+	t := &TaskRunner{p: p, store: store, ledger: OpenLedger(store), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
 	for _, task := range p.train {
 		t.tasks[task.ID] = task
 	}
 	return t, nil
 }
 
-// Close releases the run's runtime.
-func (t *TaskRunner) Close() error { return t.p.rt.Close() }
+// Close releases the run's runtime and store.
+func (t *TaskRunner) Close() error { return errors.Join(t.p.rt.Close(), t.store.Close()) }
 
 // RunTask runs w's task, its calls recorded in the ledger under key, and
-// leaves its record where PublishRemote finds it (written atomically, so
-// a task run twice leaves one record).
+// leaves its record where PublishRemote finds it (written whole, so a task
+// run twice leaves one record).
 func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (TaskResult, error) {
 	task, ok := t.tasks[w.TaskID]
 	if !ok {
@@ -169,18 +203,11 @@ func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Ta
 	if err != nil {
 		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
 	}
-	path := remoteRecord(w.Dir, task.ID)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	key2 := remoteRecord(w.Dir, task.ID)
+	if err := t.store.Put(ctx, key2, append(line, '\n')); err != nil {
 		return TaskResult{}, err
 	}
-	if err := atomicfile.WriteFile(path, append(line, '\n'), 0o644); err != nil {
-		return TaskResult{}, err
-	}
-	rel, err := filepath.Rel(w.RunDir, path)
-	if err != nil {
-		rel = path
-	}
-	return TaskResult{Record: rel, Success: tr.Success, Spend: meter.Snapshot()}, nil
+	return TaskResult{Record: key2, Success: tr.Success, Spend: meter.Snapshot()}, nil
 }
 
 // compiled returns the guideline of src, compiling each source once

@@ -152,7 +152,7 @@ func outcomeHash(r *rollout.Result) string {
 
 // rolloutWork describes a rollout stage for the engine.
 func (p *runner) rolloutWork(name, dir string, s compress.Name, g *compress.Prompt, tasks []env.Task, agent *rollout.Agent) RolloutWork {
-	w := RolloutWork{RunDir: p.dir, Stage: name, Dir: dir, Strategy: s, Tasks: tasks, Fingerprint: agent.Fingerprint(), Budget: p.job.Budget, Spent: p.meter.Snapshot()}
+	w := RolloutWork{RunDir: p.dir, Store: p.shared, Stage: name, Dir: dir, Strategy: s, Tasks: tasks, Fingerprint: agent.Fingerprint(), Budget: p.job.Budget, Spent: p.meter.Snapshot()}
 	if g != nil {
 		if t, ok := g.Template.(*guideline.Template); ok {
 			w.Guideline = t.Source()

@@ -3,14 +3,20 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
 
 // temporalCLI returns the Temporal CLI that serves the dev server
@@ -80,10 +86,11 @@ func startDevServer(t *testing.T, cli string) string {
 	return ""
 }
 
-// startWorker starts `optimize worker` and returns it once it polls.
-func startWorker(t *testing.T, addr, dir string) *exec.Cmd {
+// startWorker starts `optimize worker` with env added and returns it once
+// it polls.
+func startWorker(t *testing.T, addr string, env []string) *exec.Cmd {
 	t.Helper()
-	cmd, _, _ := startLogged(t, nil, "task_queue", "worker", "--temporal-address", addr, "--concurrency", "4", "--drain", "5s")
+	cmd, _, _ := startLogged(t, env, "task_queue", "worker", "--temporal-address", addr, "--concurrency", "4", "--drain", "5s")
 	return cmd
 }
 
@@ -92,8 +99,52 @@ func startWorker(t *testing.T, addr, dir string) *exec.Cmd {
 // mid-stage: the run completes, its datasets and selected guideline are
 // byte-identical, spent.json counts exactly the requests the endpoint
 // served, and nothing temporary is left in the run directory.
+//
+// The run's shared files live in the run directory, then in an S3 bucket
+// (an in-process fake served on 127.0.0.1), under the same layout.
 func TestTemporalEngineMatchesInProcess(t *testing.T) {
 	cli := temporalCLI(t)
+	t.Run("run directory", func(t *testing.T) { matchInProcess(t, cli, nil) })
+	t.Run("s3", func(t *testing.T) { matchInProcess(t, cli, newFakeS3(t)) })
+}
+
+// fakeS3 is an S3 bucket served by gofakes3 in this process.
+type fakeS3 struct {
+	url     string
+	backend *s3mem.Backend
+	env     []string // credentials the AWS SDK wants, any value
+}
+
+func newFakeS3(t *testing.T) *fakeS3 {
+	t.Helper()
+	backend := s3mem.New()
+	if err := backend.CreateBucket("runs"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(srv.Close)
+	return &fakeS3{
+		url:     "s3://runs?prefix=nightly/&endpoint=" + url.QueryEscape(srv.URL) + "&region=us-east-1&use_path_style=true&disable_https=true",
+		backend: backend,
+		env:     []string{"AWS_ACCESS_KEY_ID=fake", "AWS_SECRET_ACCESS_KEY=fake"},
+	}
+}
+
+// keys lists the bucket's keys.
+func (f *fakeS3) keys(t *testing.T) []string {
+	t.Helper()
+	res, err := f.backend.ListBucket("runs", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range res.Contents {
+		out = append(out, c.Key)
+	}
+	return out
+}
+
+func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
 	addr := startDevServer(t, cli)
 	dir := t.TempDir()
 	// Both runs call the same endpoint URL (a fresh model each), so the
@@ -104,6 +155,20 @@ func TestTemporalEngineMatchesInProcess(t *testing.T) {
 		s = strings.Replace(s, "  step_limit: 30\n", "  step_limit: 30\n  train_limit: 40\n  test_limit: 10\n", 1)
 		return strings.Replace(s, "cache:\n", "cache:\n  disabled: true\n", 1)
 	})
+	var env []string
+	remoteCfg := cfg
+	if s3 != nil {
+		env = s3.env
+		remoteCfg = filepath.Join(dir, "job-s3.yaml")
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, fmt.Sprintf("\nengine:\n  kind: temporal\n  storage: %q\n", s3.url)...)
+		if err := os.WriteFile(remoteCfg, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	sim := startSim(t, "--listen", simAddr)
 	local := filepath.Join(dir, "inprocess")
@@ -113,17 +178,31 @@ func TestTemporalEngineMatchesInProcess(t *testing.T) {
 	sim.stop()
 
 	sim = startSim(t, "--listen", simAddr)
-	w1, _ := startWorker(t, addr, dir), startWorker(t, addr, dir)
+	w1, _ := startWorker(t, addr, env), startWorker(t, addr, env)
 	remote := filepath.Join(dir, "temporal")
-	run := exec.Command(binary, "run", "--config", cfg, "--out", remote, "--engine", "temporal", "--temporal-address", addr)
+	run := exec.Command(binary, "run", "--config", remoteCfg, "--out", remote, "--engine", "temporal", "--temporal-address", addr)
+	run.Env = append(os.Environ(), env...)
 	var runLog bytes.Buffer
 	run.Stdout, run.Stderr = &runLog, &runLog
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// Kill one worker once the first stage has records from the workers.
+	recorded := func() int {
+		if s3 != nil {
+			n := 0
+			for _, k := range s3.keys(t) {
+				if strings.Contains(k, ".remote/") {
+					n++
+				}
+			}
+			return n
+		}
+		m, _ := filepath.Glob(filepath.Join(remote, "stages", "*", "rollout.remote", "*.jsonl"))
+		return len(m)
+	}
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if m, _ := filepath.Glob(filepath.Join(remote, "stages", "*", "rollout.remote", "*.jsonl")); len(m) >= 4 {
+		if recorded() >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -152,6 +231,17 @@ func TestTemporalEngineMatchesInProcess(t *testing.T) {
 	t.Logf("spent.json: %d requests = %d served by the endpoint", spent.Requests, sim.stopped.Requests)
 	if left := leftovers(t, remote); len(left) > 0 {
 		t.Fatalf("temporary objects left in the run directory: %v", left)
+	}
+	if s3 != nil {
+		// The bucket keeps the run's layout under its prefix: the job and
+		// the ledger, no record a worker left.
+		keys := s3.keys(t)
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "nightly/temporal/job.yaml") && !strings.HasPrefix(k, "nightly/temporal/ledger/") {
+				t.Fatalf("the bucket holds %s (of %d keys)", k, len(keys))
+			}
+		}
+		t.Logf("bucket: %d keys, all job.yaml and ledger entries", len(keys))
 	}
 }
 

@@ -32,8 +32,9 @@ type TaskRunner interface {
 // Activities are the activities a worker runs. It opens each run
 // directory's runtime once and keeps it.
 type Activities struct {
-	// Open opens a run directory (pipeline.OpenTaskRunner in a worker).
-	Open func(ctx context.Context, runDir string) (TaskRunner, error)
+	// Open opens a run by its store's URL (pipeline.OpenTaskRunner in a
+	// worker).
+	Open func(ctx context.Context, store string) (TaskRunner, error)
 
 	mu   sync.Mutex
 	runs map[string]TaskRunner
@@ -44,7 +45,7 @@ type Activities struct {
 // calls are recorded in the run's ledger under this attempt's key.
 func (a *Activities) RunTask(ctx context.Context, w pipeline.TaskWork) (pipeline.TaskResult, error) {
 	info := activity.GetInfo(ctx)
-	r, err := a.runner(ctx, w.RunDir)
+	r, err := a.runner(ctx, w.Store)
 	if err != nil {
 		return pipeline.TaskResult{}, classify(err)
 	}
@@ -58,22 +59,23 @@ func (a *Activities) RunTask(ctx context.Context, w pipeline.TaskWork) (pipeline
 	return res, classify(err)
 }
 
-// runner returns the run's task runner, opening it the first time.
-func (a *Activities) runner(ctx context.Context, runDir string) (TaskRunner, error) {
+// runner returns the task runner of the run whose store is at store,
+// opening it the first time.
+func (a *Activities) runner(ctx context.Context, store string) (TaskRunner, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if r := a.runs[runDir]; r != nil {
+	if r := a.runs[store]; r != nil {
 		return r, nil
 	}
 	// The runtime outlives this activity: it is closed with the worker.
-	r, err := a.Open(context.WithoutCancel(ctx), runDir)
+	r, err := a.Open(context.WithoutCancel(ctx), store)
 	if err != nil {
-		return nil, fmt.Errorf("open run %s: %w", runDir, err)
+		return nil, fmt.Errorf("open run %s: %w", store, err)
 	}
 	if a.runs == nil {
 		a.runs = map[string]TaskRunner{}
 	}
-	a.runs[runDir] = r
+	a.runs[store] = r
 	return r, nil
 }
 

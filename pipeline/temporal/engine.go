@@ -43,15 +43,6 @@ func (e *Engine) Close() error {
 // (attaching to it when a driver before this one started it), collects
 // the records and lets the runner publish the rollout from them.
 func (e *Engine) Rollout(ctx context.Context, r *rollout.Runner, w pipeline.RolloutWork) (*rollout.Result, error) {
-	dir := w.Dir // the runner's, as the run names it
-	var err error
-	// Workers on a shared volume see the run under the same absolute path.
-	if w.RunDir, err = filepath.Abs(w.RunDir); err != nil {
-		return nil, err
-	}
-	if w.Dir, err = filepath.Abs(w.Dir); err != nil {
-		return nil, err
-	}
 	res, err := e.run(ctx, w)
 	if err != nil {
 		return nil, err
@@ -59,22 +50,25 @@ func (e *Engine) Rollout(ctx context.Context, r *rollout.Runner, w pipeline.Roll
 	if res.BudgetStop {
 		// The records stay where they are: a re-run with a larger budget
 		// runs only the tasks without one.
-		return nil, fmt.Errorf("stage %s: %d of %d tasks recorded: %w", w.Stage, len(w.Tasks)-len(w.Pending()), len(w.Tasks), budgetErr(res.Reason))
+		return nil, fmt.Errorf("stage %s: %d tasks recorded this time: %w", w.Stage, res.Done, budgetErr(res.Reason))
 	}
-	n, err := pipeline.PublishRemote(w)
+	n, err := pipeline.PublishRemote(ctx, w)
 	if err != nil {
 		return nil, err
 	}
 	if n != len(w.Tasks) {
 		return nil, fmt.Errorf("stage %s: the workers recorded %d of %d tasks", w.Stage, n, len(w.Tasks))
 	}
-	return r.RunDir(ctx, w.Tasks, dir)
+	return r.RunDir(ctx, w.Tasks, w.Dir)
 }
 
 // run starts (or attaches to) the stage's workflow for the tasks without
 // a record and waits for it.
 func (e *Engine) run(ctx context.Context, w pipeline.RolloutWork) (StageResult, error) {
-	pending := w.Pending()
+	pending, err := w.Pending(ctx)
+	if err != nil {
+		return StageResult{}, err
+	}
 	if len(pending) == 0 {
 		return StageResult{}, nil
 	}
@@ -103,7 +97,7 @@ func (e *Engine) run(ctx context.Context, w pipeline.RolloutWork) (StageResult, 
 // workflowID names a stage's workflow by the run directory, the stage and
 // what it runs, so a driver started again attaches to the running one.
 func workflowID(w pipeline.RolloutWork, ids []string) string {
-	b, _ := json.Marshal([]any{w.RunDir, w.Fingerprint, w.Guideline, ids})
+	b, _ := json.Marshal([]any{w.Store.URL(), w.Fingerprint, w.Guideline, ids})
 	h := sha256.Sum256(b)
 	return "ctxopt/" + filepath.Base(w.RunDir) + "/" + w.Stage + "/" + hex.EncodeToString(h[:8])
 }

@@ -55,8 +55,8 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		return err
 	}
 	defer c.Close()
-	acts := &Activities{Open: func(ctx context.Context, runDir string) (TaskRunner, error) {
-		return pipeline.OpenTaskRunner(ctx, runDir)
+	acts := &Activities{Open: func(ctx context.Context, store string) (TaskRunner, error) {
+		return pipeline.OpenTaskRunner(ctx, store)
 	}}
 	defer acts.Close()
 	w := worker.New(c, o.TaskQueue, worker.Options{
