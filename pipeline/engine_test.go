@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/env"
 )
 
 func TestEngineSection(t *testing.T) {
@@ -80,5 +83,39 @@ func TestLedgerSumCountsEachCallOnce(t *testing.T) {
 	}
 	if want := (Spend{Calls: 2, Requests: 4, Tokens: 20, CostUSD: 1}); got != want {
 		t.Fatalf("sum = %+v, want %+v", got, want)
+	}
+}
+
+func TestRunStoreDeletePrefixLeavesNoDirectory(t *testing.T) {
+	ctx := context.Background()
+	run := filepath.Join(t.TempDir(), "run")
+	u, err := RunStoreURL("", run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenRunStore(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := RolloutWork{RunDir: run, Dir: filepath.Join(run, "stages", "x", "rollout"), Store: s, Tasks: []env.Task{{ID: "a"}, {ID: "b"}}}
+	if err := s.Put(ctx, remoteRecord(w.dirKey(), "a"), []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := w.Pending(ctx); err != nil || len(p) != 1 || p[0] != 1 {
+		t.Fatalf("pending %v (%v), want [1]", p, err)
+	}
+	if n, err := PublishRemote(ctx, w); err != nil || n != 1 {
+		t.Fatalf("published %d (%v), want 1", n, err)
+	}
+	if _, err := os.Stat(w.Dir + remoteSuffix); !os.IsNotExist(err) {
+		t.Fatalf("%s still there (%v)", w.Dir+remoteSuffix, err)
+	}
+	b, err := os.ReadFile(filepath.Join(w.Dir+".partial", "trajectories.jsonl"))
+	if err != nil || string(b) != "{}\n" {
+		t.Fatalf("staging holds %q (%v)", b, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -24,6 +25,9 @@ import (
 type RunStore struct {
 	url string
 	b   *blob.Bucket
+	// dir is the store's directory when it is file://: deleting a prefix
+	// there removes the directories it leaves too.
+	dir string
 }
 
 // RunStoreURL is the store of the run named run under the bucket URL
@@ -55,12 +59,16 @@ func RunStoreURL(storage, runDir string) (string, error) {
 }
 
 // OpenRunStore opens the store at url (RunStoreURL).
-func OpenRunStore(ctx context.Context, url string) (*RunStore, error) {
-	b, err := blob.OpenBucket(ctx, url)
+func OpenRunStore(ctx context.Context, raw string) (*RunStore, error) {
+	b, err := blob.OpenBucket(ctx, raw)
 	if err != nil {
-		return nil, fmt.Errorf("open run store %s: %w", url, err)
+		return nil, fmt.Errorf("open run store %s: %w", raw, err)
 	}
-	return &RunStore{url: url, b: b}, nil
+	s := &RunStore{url: raw, b: b}
+	if u, err := url.Parse(raw); err == nil && u.Scheme == "file" {
+		s.dir = filepath.Join(filepath.FromSlash(u.Path), filepath.FromSlash(u.Query().Get("prefix")))
+	}
+	return s, nil
 }
 
 // URL is the store's URL, as workers open it.
@@ -124,6 +132,9 @@ func (s *RunStore) DeletePrefix(ctx context.Context, prefix string) error {
 		if err := s.b.Delete(ctx, k); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("delete %s: %w", k, err)
 		}
+	}
+	if s.dir != "" {
+		return os.RemoveAll(filepath.Join(s.dir, filepath.FromSlash(prefix)))
 	}
 	return nil
 }

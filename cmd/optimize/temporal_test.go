@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -368,5 +369,30 @@ func TestScheduleCreateListDelete(t *testing.T) {
 	}
 	if strings.Contains(out, "nightly-test") {
 		t.Fatalf("list after delete:\n%s", out)
+	}
+}
+
+// TestWorkerDrainsOnSIGTERM: a worker told to stop takes no new task,
+// lets the running ones finish and exits 0.
+func TestWorkerDrainsOnSIGTERM(t *testing.T) {
+	addr := startDevServer(t, temporalCLI(t))
+	w, _, logs := startLogged(t, nil, "task_queue", "worker", "--temporal-address", addr, "--drain", "5s")
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker exited with %v:\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker still running 30 s after SIGTERM:\n%s", logs.String())
+	}
+	for _, msg := range []string{"worker draining", "worker stopped"} {
+		if !strings.Contains(logs.String(), msg) {
+			t.Fatalf("the worker did not log %q:\n%s", msg, logs.String())
+		}
 	}
 }
