@@ -203,11 +203,11 @@ func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Ta
 	if err != nil {
 		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
 	}
-	key2 := remoteRecord(w.Dir, task.ID)
-	if err := t.store.Put(ctx, key2, append(line, '\n')); err != nil {
+	rec := remoteRecord(w.Dir, task.ID)
+	if err := t.store.Put(ctx, rec, append(line, '\n')); err != nil {
 		return TaskResult{}, err
 	}
-	return TaskResult{Record: key2, Success: tr.Success, Spend: meter.Snapshot()}, nil
+	return TaskResult{Record: rec, Success: tr.Success, Spend: meter.Snapshot()}, nil
 }
 
 // compiled returns the guideline of src, compiling each source once
