@@ -183,31 +183,42 @@ func OpenEngine(ctx context.Context, spec EngineSpec) (Engine, error) {
 // openEngine opens the job's engine. One that runs work in other
 // processes gets the run store, with the resolved job in it, and the meter
 // keeps the run's spend in its ledger, where those processes record theirs.
-func (p *runner) openEngine() error {
+func (p *runner) openEngine() (err error) {
 	e, err := OpenEngine(p.ctx, p.job.Engine)
 	if err != nil {
 		return err
 	}
-	p.engine = e
 	if _, local := e.(inProcess); local {
+		p.engine = e
 		return nil
 	}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
 	url, err := RunStoreURL(p.job.Engine.Storage, p.dir)
 	if err != nil {
 		return invalid(err)
 	}
-	if p.shared, err = OpenRunStore(p.ctx, url); err != nil {
+	shared, err := OpenRunStore(p.ctx, url)
+	if err != nil {
 		return invalid(err)
 	}
 	job, err := os.ReadFile(filepath.Join(p.dir, JobFile))
 	if err == nil {
-		err = p.shared.Put(p.ctx, JobFile, job)
-	}
-	if err != nil {
-		return err
+		err = shared.Put(p.ctx, JobFile, job)
 	}
 	key := LedgerKey{Workflow: "driver " + p.started.UTC().Format(time.RFC3339Nano), Activity: "local", Attempt: 1}
-	return p.meter.UseLedger(OpenLedger(p.shared), key)
+	if err == nil {
+		err = p.meter.UseLedger(OpenLedger(shared), key)
+	}
+	if err != nil {
+		shared.Close()
+		return err
+	}
+	p.engine, p.shared = e, shared
+	return nil
 }
 
 // storageProblem checks a storage URL; "" when it is fine.
