@@ -52,7 +52,7 @@ TESTCMD = $(if $(and $(wildcard $(GOTESTSUM)),$(filter go,$(GO))),$(GOTESTSUM) -
 
 test: tools
 	$(GO) vet ./...
-	CTXOPT_REQUIRE_DUCKDB=1 CTXOPT_REQUIRE_NODE_SDKS=1 CTXOPT_REQUIRE_CHROMIUM=1 $(TESTCMD) $(RACE) -timeout 20m ./...
+	CTXOPT_REQUIRE_DUCKDB=1 CTXOPT_REQUIRE_NODE_SDKS=1 CTXOPT_REQUIRE_CHROMIUM=1 CTXOPT_REQUIRE_TEMPORAL=1 $(TESTCMD) $(RACE) -timeout 20m ./...
 
 tools:
 	bash scripts/install-test-tools.sh
@@ -85,6 +85,7 @@ bench: build tools
 	bash bench/serve.sh
 	bash bench/rollout-rss.sh
 	bash bench/cache-limit.sh
+	bash bench/temporal.sh
 
 lint:
 	gofmt -l . | (! grep .)

@@ -61,6 +61,9 @@ type Meter struct {
 	// started is when this invocation began: a stage finished since was
 	// run by it, not taken from an earlier run.
 	started time.Time
+	// ledger, when set, records every call once (ledger.go) and the spend
+	// is the ledger's: an engine runs work in other processes.
+	ledger *meterLedger
 }
 
 // NewMeter returns a meter enforcing b, starting from the spend recorded in
@@ -107,6 +110,9 @@ func (m *Meter) Snapshot() Spend {
 
 // spent is the spend so far; m.mu is held.
 func (m *Meter) spent() Spend {
+	if m.ledger != nil {
+		return m.ledger.sum
+	}
 	return m.before.Add(m.thisRun())
 }
 
@@ -129,16 +135,7 @@ func (m *Meter) thisRun() Spend {
 func (m *Meter) check() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, s := m.budget, m.spent()
-	switch {
-	case b.LLMCalls > 0 && s.Calls >= b.LLMCalls:
-		return fmt.Errorf("%w: %d LLM calls of budget.llm_calls %d", ErrBudget, s.Calls, b.LLMCalls)
-	case b.Tokens > 0 && s.Tokens >= b.Tokens:
-		return fmt.Errorf("%w: %d tokens of budget.tokens %d", ErrBudget, s.Tokens, b.Tokens)
-	case b.USD > 0 && s.CostUSD >= b.USD:
-		return fmt.Errorf("%w: $%.4f of budget.usd $%.4f", ErrBudget, s.CostUSD, b.USD)
-	}
-	return nil
+	return m.budget.Reached(m.spent())
 }
 
 // add counts a call of c that used resp.Usage tokens, of which billed were
@@ -148,6 +145,7 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	if resp.Cached {
 		m.run.CacheHits++
 		m.mu.Unlock()
+		m.record(Spend{CacheHits: 1})
 		return
 	}
 	m.run.Calls++
@@ -158,6 +156,8 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	u.CompletionTokens += billed.CompletionTokens
 	m.billed[c] = u
 	m.mu.Unlock()
+	// Its requests were recorded as they were sent (traced).
+	m.record(Spend{Calls: 1, Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, CostUSD: c.Cost(billed)})
 	m.journal()
 }
 
@@ -170,7 +170,7 @@ func (m *Meter) failed(err error) {
 	m.mu.Lock()
 	m.run.Requests += n
 	m.mu.Unlock()
-	m.journal()
+	m.journal() // a ledger has its requests: they were recorded as sent
 }
 
 // journal records the spend as each paid call completes, so a crash (even
@@ -211,7 +211,7 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	if err := c.meter.check(); err != nil {
 		return llm.Response{}, err
 	}
-	resp, err := c.Client.Complete(ctx, req)
+	resp, err := c.Client.Complete(c.meter.traced(ctx), req)
 	if err == nil {
 		c.meter.add(c.Client, resp, resp.Usage)
 	} else {
@@ -226,7 +226,7 @@ func (c *Metered) Embed(ctx context.Context, texts []string) ([][]float32, llm.U
 	if err := c.meter.check(); err != nil {
 		return nil, llm.Usage{}, err
 	}
-	e, err := c.Client.Embeddings(ctx, texts)
+	e, err := c.Client.Embeddings(c.meter.traced(ctx), texts)
 	switch {
 	case err != nil:
 		c.meter.failed(err)

@@ -57,6 +57,8 @@ type Job struct {
 	// Sources are rollout directories of imported logs (optimize import)
 	// mined for feedback alongside the job's own rollouts.
 	Sources []string `yaml:"sources" json:"sources,omitempty"`
+	// Engine is where the rollouts run (engine.go); left out, in process.
+	Engine EngineSpec `yaml:"engine,omitempty" json:"engine,omitzero"`
 
 	// keys holds where each key of the job file is, so that problems name
 	// their line and an explicit 0 is told from a key left out.
@@ -352,6 +354,9 @@ func ParseJob(path string, data []byte) (*Job, error) {
 }
 
 func (j *Job) applyDefaults() {
+	if j.Engine.Kind == EngineTemporal {
+		j.Engine = j.Engine.WithDefaults()
+	}
 	if j.Name == "" {
 		j.Name = "job"
 	}
@@ -641,6 +646,9 @@ func (j *Job) problems() []fieldProblem {
 		}
 	default:
 		add("optimizer", "unknown optimizer %q; want %s (whole-guideline rewrites) or %s (playbooks grown by delta operations)", j.Optimizer, OptimizerACON, OptimizerACE)
+	}
+	for _, p := range j.Engine.Problems() {
+		add("engine."+p.Field, "%s", p.Message)
 	}
 	for _, p := range j.Synth.Problems() {
 		field := "synth." + p.Field

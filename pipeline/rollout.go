@@ -62,7 +62,10 @@ func (p *runner) rolloutCounted(name string, s compress.Name, g *compress.Prompt
 	res, err := stage(p.dir, p.meter, stageSpec[*rollout.Result]{
 		name: name, inputs: inputs, store: p.store,
 		run: func(dir string) (*rollout.Result, map[string]float64, error) {
-			r, err := runner.RunDir(p.ctx, tasks, filepath.Join(dir, rolloutDir))
+			r, err := p.engine.Rollout(p.ctx, runner, p.rolloutWork(name, filepath.Join(dir, rolloutDir), s, g, tasks, agent))
+			if rerr := p.meter.Refresh(); err == nil {
+				err = rerr
+			}
 			if err != nil {
 				return nil, nil, err
 			}
@@ -96,18 +99,28 @@ func (p *runner) rolloutCounted(name string, s compress.Name, g *compress.Prompt
 // newAgent returns a metered agent compressing the optimized kind with g
 // and the other kind with its fixed starting guideline.
 func (p *runner) newAgent(s compress.Name, g *compress.Prompt) (*rollout.Agent, error) {
+	agent, strategy, err := p.agentWith(s, g, p.agent, p.compressor, p.embedder)
+	if err != nil {
+		return nil, err
+	}
+	p.uses = append(p.uses, p.rt.agentUses(strategy, "")...)
+	return agent, nil
+}
+
+// agentWith is newAgent with the given clients; it records nothing on p,
+// so workers call it concurrently.
+func (p *runner) agentWith(s compress.Name, g *compress.Prompt, model rollout.Completer, compressor compress.Completer, embedder compress.Embedder) (*rollout.Agent, *compress.Strategy, error) {
 	hist, obs := g, p.other
 	if p.kind != guideline.KindHistory {
 		hist, obs = p.other, g
 	}
-	strategy, err := p.rt.Strategy(s, hist, obs, p.compressor, p.embedder)
+	strategy, err := p.rt.Strategy(s, hist, obs, compressor, embedder)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	agent := p.rt.NewAgent(strategy)
-	agent.Model = p.agent
-	p.uses = append(p.uses, p.rt.agentUses(strategy, "")...)
-	return agent, nil
+	agent.Model = model
+	return agent, strategy, nil
 }
 
 // tasksHash identifies tasks by content, so an edited dataset with the same
@@ -135,4 +148,15 @@ func outcomeHash(r *rollout.Result) string {
 		fmt.Fprintf(h, "%s %v %d %d %d %d\n", t.TaskID, t.Success, m.Steps, m.AgentInputTokens, m.CompressorOutputTokens, t.Events)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// rolloutWork describes a rollout stage for the engine.
+func (p *runner) rolloutWork(name, dir string, s compress.Name, g *compress.Prompt, tasks []env.Task, agent *rollout.Agent) RolloutWork {
+	w := RolloutWork{RunDir: p.dir, Store: p.shared, Stage: name, Dir: dir, Strategy: s, Tasks: tasks, Fingerprint: agent.Fingerprint(), Budget: p.job.Budget, Spent: p.meter.Snapshot()}
+	if g != nil {
+		if t, ok := g.Template.(*guideline.Template); ok {
+			w.Guideline = t.Source()
+		}
+	}
+	return w
 }

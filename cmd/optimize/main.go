@@ -83,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			distillCommand(),
 			importCommand(),
 			simCommand(),
+			workerCommand(),
+			scheduleCommand(),
 			serveCommand(),
 			cacheCommand(),
 			synthCommand(),

@@ -20,10 +20,15 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Required: true, Usage: "run directory (re-running resumes it)"},
 			&cli.BoolFlag{Name: "no-reuse", Usage: "run every stage instead of taking those an earlier run finished with the same inputs from the stage store beside the cache"},
 			&cli.BoolFlag{Name: "replace", Usage: "when --out holds a run of another job, remove it and start over instead of refusing"},
+			&cli.StringFlag{Name: "engine", Usage: "where the rollouts run: inprocess or temporal (overrides the job's engine.kind)"},
+			&cli.StringFlag{Name: "temporal-address", Usage: "Temporal frontend `HOST:PORT` (overrides the job's engine.address)"},
 		},
 		Action: func(c *cli.Context) error {
 			job, err := pipeline.LoadJob(c.String("config"))
 			if err != nil {
+				return badInput(err)
+			}
+			if err := job.OverrideEngine(c.String("engine"), c.String("temporal-address")); err != nil {
 				return badInput(err)
 			}
 			if err := checkOutDir("out", c.String("out")); err != nil {

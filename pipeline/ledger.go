@@ -1,0 +1,196 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptrace"
+	"slices"
+	"sync"
+)
+
+// LedgerDir is the run store's spend ledger: with an engine that runs
+// work in other processes, every LLM call's usage is recorded there once,
+// and the run's spent.json is computed from it.
+const LedgerDir = "ledger"
+
+// LedgerKey names one attempt of one piece of work: an activity's attempt
+// in a workflow, or a driver's invocation (activity "local").
+type LedgerKey struct {
+	Workflow string `json:"workflow"`
+	Activity string `json:"activity"`
+	Attempt  int    `json:"attempt"`
+}
+
+// LedgerEntry is one call's usage; (key, request) identifies it, so an
+// entry written twice counts once.
+type LedgerEntry struct {
+	LedgerKey
+	Request int `json:"request"`
+	Spend
+}
+
+// Ledger is the spend ledger of a run: one object per call, under its
+// attempt's prefix, written as the call completes. A process killed
+// mid-attempt keeps the calls it recorded; an attempt retried writes under
+// its own prefix, so calls a failed attempt was billed for count too, and
+// an entry written twice is one object, counted once.
+type Ledger struct {
+	s    *RunStore
+	mu   sync.Mutex
+	seen map[string]Spend // entries read so far (an entry never changes)
+}
+
+// OpenLedger returns the ledger of the run store s.
+func OpenLedger(s *RunStore) *Ledger { return &Ledger{s: s, seen: map[string]Spend{}} }
+
+// Writer returns the writer of key's attempt.
+func (l *Ledger) Writer(key LedgerKey) *LedgerWriter {
+	b, _ := json.Marshal(key)
+	h := sha256.Sum256(b)
+	return &LedgerWriter{key: key, s: l.s, prefix: LedgerDir + "/" + hex.EncodeToString(h[:12]) + "/"}
+}
+
+// Sum is the spend of every entry, each counted once, summed in key order
+// so the total does not depend on the order they were listed in.
+func (l *Ledger) Sum(ctx context.Context) (Spend, error) {
+	keys, err := l.s.List(ctx, LedgerDir+"/")
+	if err != nil {
+		return Spend{}, fmt.Errorf("read ledger: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		if _, ok := l.seen[k]; ok {
+			continue
+		}
+		b, err := l.s.Get(ctx, k)
+		if err != nil {
+			return Spend{}, fmt.Errorf("read ledger: %w", err)
+		}
+		var e LedgerEntry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return Spend{}, fmt.Errorf("ledger %s: %w", k, err)
+		}
+		l.seen[k] = e.Spend
+	}
+	slices.Sort(keys)
+	var s Spend
+	for _, k := range keys {
+		s = s.Add(l.seen[k])
+	}
+	return s, nil
+}
+
+// LedgerWriter writes the entries of one attempt.
+type LedgerWriter struct {
+	key    LedgerKey
+	s      *RunStore
+	prefix string
+	mu     sync.Mutex
+	next   int
+}
+
+// Record writes one call's usage as its own object.
+func (w *LedgerWriter) Record(s Spend) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := LedgerEntry{LedgerKey: w.key, Request: w.next, Spend: s}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	// The write completes even when the work it records was cancelled.
+	if err := w.s.Put(context.Background(), fmt.Sprintf("%s%08d.json", w.prefix, w.next), b); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	w.next++
+	return nil
+}
+
+// meterLedger is a meter's ledger: the writer of its attempt, the whole
+// ledger it sums (nil for a worker's meter, which counts its attempt
+// only) and the sum so far.
+type meterLedger struct {
+	w   *LedgerWriter
+	l   *Ledger
+	sum Spend
+}
+
+// UseLedger makes the meter record each call in l under key and take its
+// spend (and budget) from the whole ledger.
+func (m *Meter) UseLedger(l *Ledger, key LedgerKey) error {
+	m.ledger = &meterLedger{w: l.Writer(key), l: l}
+	return m.Refresh()
+}
+
+// NewAttemptMeter returns a meter without a budget that records one
+// attempt's calls under key; its spend is the attempt's.
+func NewAttemptMeter(l *Ledger, key LedgerKey) *Meter {
+	m, _ := NewMeter(Budget{}, "")
+	m.ledger = &meterLedger{w: l.Writer(key)}
+	return m
+}
+
+// Refresh reads the ledger's total again (work other processes did);
+// without a ledger it does nothing.
+func (m *Meter) Refresh() error {
+	if m.ledger == nil || m.ledger.l == nil {
+		return nil
+	}
+	s, err := m.ledger.l.Sum(context.Background())
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.ledger.sum = s
+	m.mu.Unlock()
+	return nil
+}
+
+// traced returns ctx with, when the meter keeps a ledger, a trace that
+// records each HTTP request once it is written to the endpoint (every
+// attempt of a call, retries too): a process killed after that has it
+// counted, as the endpoint will serve it; one killed before has neither.
+func (m *Meter) traced(ctx context.Context) context.Context {
+	if m.ledger == nil {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				m.record(Spend{Requests: 1})
+			}
+		},
+	})
+}
+
+// record writes one call's spend to the ledger, if any. A call the ledger
+// could not record is still counted in this process (and logged).
+func (m *Meter) record(s Spend) {
+	if m.ledger == nil {
+		return
+	}
+	if err := m.ledger.w.Record(s); err != nil {
+		slog.Warn("could not record a call in the spend ledger", "err", err)
+	}
+	m.mu.Lock()
+	m.ledger.sum = m.ledger.sum.Add(s)
+	m.mu.Unlock()
+}
+
+// Reached reports, as an ErrBudget error, whether s has reached b.
+func (b Budget) Reached(s Spend) error {
+	switch {
+	case b.LLMCalls > 0 && s.Calls >= b.LLMCalls:
+		return fmt.Errorf("%w: %d LLM calls of budget.llm_calls %d", ErrBudget, s.Calls, b.LLMCalls)
+	case b.Tokens > 0 && s.Tokens >= b.Tokens:
+		return fmt.Errorf("%w: %d tokens of budget.tokens %d", ErrBudget, s.Tokens, b.Tokens)
+	case b.USD > 0 && s.CostUSD >= b.USD:
+		return fmt.Errorf("%w: $%.4f of budget.usd $%.4f", ErrBudget, s.CostUSD, b.USD)
+	}
+	return nil
+}

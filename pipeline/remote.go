@@ -1,0 +1,231 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ctxopt/ctxopt/compress"
+	"github.com/ctxopt/ctxopt/env"
+	"github.com/ctxopt/ctxopt/guideline"
+	"github.com/ctxopt/ctxopt/internal/atomicfile"
+	"github.com/ctxopt/ctxopt/rollout"
+)
+
+// remoteSuffix names the directory beside a rollout's where tasks run by
+// other processes leave their records, one file per task, until
+// PublishRemote moves them into the rollout.
+const remoteSuffix = ".remote"
+
+// ErrWorkRefused marks a task a worker cannot run as asked (another
+// configuration, an unknown task): retrying it elsewhere cannot help.
+var ErrWorkRefused = errors.New("work refused")
+
+// TaskWork is one task of a RolloutWork, as a worker runs it. Store is
+// the run store's URL; Dir the rollout's directory as a key in it.
+type TaskWork struct {
+	Store, Stage, Dir string
+	Strategy          compress.Name
+	Guideline         string
+	Fingerprint       rollout.Fingerprint
+	TaskID            string
+}
+
+// dirKey is the rollout's directory as a key of the run store.
+func (w RolloutWork) dirKey() string {
+	rel, err := filepath.Rel(w.RunDir, w.Dir)
+	if err != nil {
+		rel = w.Dir
+	}
+	return filepath.ToSlash(rel)
+}
+
+// Task returns w's i-th task as a worker runs it.
+func (w RolloutWork) Task(i int) TaskWork {
+	return TaskWork{Store: w.Store.URL(), Stage: w.Stage, Dir: w.dirKey(), Strategy: w.Strategy, Guideline: w.Guideline, Fingerprint: w.Fingerprint, TaskID: w.Tasks[i].ID}
+}
+
+// TaskResult is what a worker returns for a task: the key of its record
+// in the run store, never the record itself, and what its calls spent.
+type TaskResult struct {
+	Record  string `json:"record"`
+	Success bool   `json:"success"`
+	Spend   Spend  `json:"spend"`
+}
+
+// remotePrefix is where workers leave the records of the rollout at dir.
+func remotePrefix(dir string) string { return dir + remoteSuffix + "/" }
+
+// remoteRecord is the key of task id's record of the rollout at dir.
+func remoteRecord(dir, id string) string {
+	h := sha256.Sum256([]byte(id))
+	return remotePrefix(dir) + hex.EncodeToString(h[:12]) + ".jsonl"
+}
+
+// Pending returns the indexes of w's tasks no worker has recorded yet.
+func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
+	keys, err := w.Store.List(ctx, remotePrefix(w.dirKey()))
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, k := range keys {
+		have[k] = true
+	}
+	var out []int
+	for i, t := range w.Tasks {
+		if !have[remoteRecord(w.dirKey(), t.ID)] {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// PublishRemote copies the records workers left for w into the rollout's
+// staging directory, in task order, as the runner writes them, and
+// deletes them from the store; the runner then resumes every recorded
+// task. It returns how many tasks had a record.
+func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
+	staging := w.Dir + ".partial"
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
+	}
+	if err := rollout.WriteJSON(filepath.Join(staging, rollout.FingerprintFile), w.Fingerprint); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := atomicfile.Write(filepath.Join(staging, rollout.TrajectoriesFile), 0o644, func(out io.Writer) error {
+		for _, t := range w.Tasks {
+			b, err := w.Store.Get(ctx, remoteRecord(w.dirKey(), t.ID))
+			if errors.Is(err, ErrNoObject) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := out.Write(b); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
+	}
+	return n, w.Store.DeletePrefix(ctx, remotePrefix(w.dirKey()))
+}
+
+// TaskRunner runs single tasks of one run for a worker: it holds the
+// run's runtime (opened once) and the guidelines it compiled.
+type TaskRunner struct {
+	p      *runner
+	store  *RunStore
+	ledger *Ledger
+	tasks  map[string]env.Task
+	mu     sync.Mutex
+	tmpls  map[string]*compress.Prompt
+}
+
+// OpenTaskRunner opens the run whose store is at storeURL, as the
+// resolved job there describes it. The response cache is off: workers on
+// one machine would contend for its file, and an answer is the same
+// without it.
+func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err error) {
+	store, err := OpenRunStore(ctx, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			store.Close()
+		}
+	}()
+	data, err := store.Get(ctx, JobFile)
+	if err != nil {
+		return nil, err
+	}
+	job, err := ParseJob(storeURL+" "+JobFile, data)
+	if err != nil {
+		return nil, err
+	}
+	job.Cache.Disabled = true
+	rt, err := Open(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	p := &runner{ctx: ctx, job: job, rt: rt, tmpls: map[string]*guideline.Template{}}
+	if err := p.loadStart(); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	t := &TaskRunner{p: p, store: store, ledger: OpenLedger(store), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
+	for _, task := range p.train {
+		t.tasks[task.ID] = task
+	}
+	return t, nil
+}
+
+// Close releases the run's runtime and store.
+func (t *TaskRunner) Close() error { return errors.Join(t.p.rt.Close(), t.store.Close()) }
+
+// RunTask runs w's task, its calls recorded in the ledger under key, and
+// leaves its record where PublishRemote finds it (written whole, so a task
+// run twice leaves one record).
+func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (TaskResult, error) {
+	task, ok := t.tasks[w.TaskID]
+	if !ok {
+		return TaskResult{}, fmt.Errorf("%w: task %s is not in the run's train split", ErrWorkRefused, w.TaskID)
+	}
+	g, err := t.compiled(w.Guideline)
+	if err != nil {
+		return TaskResult{}, err
+	}
+	meter := NewAttemptMeter(t.ledger, key)
+	agent, _, err := t.p.agentWith(w.Strategy, g, meter.Wrap(t.p.rt.Agent), meter.Wrap(t.p.rt.Compressor), meter.Wrap(t.p.rt.Embedder))
+	if err != nil {
+		return TaskResult{}, err
+	}
+	if fp := agent.Fingerprint(); fp != w.Fingerprint {
+		return TaskResult{}, fmt.Errorf("%w: this worker builds the agent %+v, the run's is %+v (another binary or job?)", ErrWorkRefused, fp, w.Fingerprint)
+	}
+	tr, err := agent.Run(ctx, task)
+	if err != nil {
+		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
+	}
+	line, err := rollout.EncodeTrajectory(tr)
+	if err != nil {
+		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
+	}
+	rec := remoteRecord(w.Dir, task.ID)
+	if err := t.store.Put(ctx, rec, append(line, '\n')); err != nil {
+		return TaskResult{}, err
+	}
+	return TaskResult{Record: rec, Success: tr.Success, Spend: meter.Snapshot()}, nil
+}
+
+// compiled returns the guideline of src, compiling each source once
+// (creating templates is not safe concurrently).
+func (t *TaskRunner) compiled(src string) (*compress.Prompt, error) {
+	if src == "" {
+		return nil, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g := t.tmpls[src]; g != nil {
+		return g, nil
+	}
+	tmpl, err := Compile(t.p.kind, src, "the run's guideline")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrWorkRefused, err)
+	}
+	g := promptOf(tmpl)
+	t.tmpls[src] = g
+	return g, nil
+}
