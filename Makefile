@@ -24,8 +24,8 @@ demo: build
 	@./$(BIN) guideline promote --run runs/demo --gate runs/demo/eval --against prompting \
 	  --rule "success >= -0.05" selected
 
-# A real model in the loop (llama.cpp serving Gemma 3 270M on loopback) and
-# the Python tools reading the datasets; see scripts/real-model/README.md.
+# A real model in the loop (llama.cpp serving Qwen2.5-Coder-1.5B-Instruct on
+# loopback) playing every role of a small run; see scripts/real-model/README.md.
 # Installs into .cache/real-model; make test needs none of it.
 real:
 	bash scripts/real-model/real.sh
