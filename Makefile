@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin/optimize
 
-.PHONY: demo test bench lint build tools clean real
+.PHONY: demo test bench lint build tools clean real real-quality student
 
 build:
 	$(GO) build -o $(BIN) ./cmd/optimize
@@ -29,6 +29,19 @@ demo: build
 # Installs into .cache/real-model; make test needs none of it.
 real:
 	bash scripts/real-model/real.sh
+
+# Does ctxopt's optimization improve a real compressor? The mixed and the
+# all-real setting, none / prompting / keep-facts / the selected guideline,
+# paired statistics; about 90 minutes on two idle cores (docs/real-quality.md).
+real-quality:
+	bash scripts/real-model/quality.sh
+
+# A LoRA student (Qwen2.5-Coder-0.5B) trained from real-quality's export with
+# the dataset's own recipe, converted to GGUF, served and evaluated against
+# its teacher; then optimize serve's chain student -> teacher -> truncation.
+# About 45 minutes on two idle cores; needs make real-quality's output.
+student:
+	bash scripts/real-model/student.sh
 
 # vet + race tests; the project's own script installs test tools (DuckDB, the
 # OpenAI and Anthropic SDKs, chromium for the report's browser test).
