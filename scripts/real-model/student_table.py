@@ -48,7 +48,8 @@ def main() -> None:
     final = ast.literal_eval(m[-1]) if m else {}
     losses = [ast.literal_eval(x)["loss"] for x in re.findall(r"\{'loss'.*?\}", log)]
     rd = load(out / "readers.json")
-    print(f"dataset: {', '.join(f'{k} {v['rows']} rows' for k, v in rd['parquet'].items())}")
+    sizes = ", ".join(f"{k} {v['rows']} rows" for k, v in rd["parquet"].items())
+    print(f"dataset: {sizes}")
     print(f"training: {final.get('train_runtime', '?')} s, train loss {final.get('train_loss', '?')}, logged losses {losses}\n")
 
     ev, vb = out / "eval", out / "eval-vs-base"
