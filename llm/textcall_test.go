@@ -58,7 +58,9 @@ func TestTextToolCall(t *testing.T) {
 		{"the JSON cut off by max_tokens", "```json\n{\n  \"name\": \"search\",\n  \"arguments\": {\n    \"query\": \"Abr", ToolChoiceRequired, "", ""},
 		{"a tool not offered", `{"name": "browse", "arguments": {"url": "x"}}`, ToolChoiceRequired, "", ""},
 		{"arguments not an object", `{"name": "search", "arguments": "Krothi"}`, ToolChoiceRequired, "", ""},
-		{"prose", "Q1: the capital of Abriis is Veth.", ToolChoiceRequired, "", ""},
+		{"prose answers at the last step (make real: no_tool_call)",
+			"- Q1: The capital of Aedobrois is Truzathu.\n- Q2: The twin city of Aedobrois is Aedobro.\n- Q3: The ruling house of Aedobrois is House Staeran.\n- Q4: The longest river of",
+			ToolChoiceRequired, "", ""},
 		{"tool_choice none keeps text", `{"name": "search", "arguments": {"query": "x"}}`, ToolChoiceNone, "", ""},
 	}
 	for _, tt := range tests {
