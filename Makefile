@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin/optimize
 
-.PHONY: demo test bench lint build tools clean real
+.PHONY: demo test bench lint build tools clean real real-quality student
 
 build:
 	@$(GO) build -o $(BIN) ./cmd/optimize
@@ -30,11 +30,24 @@ demo: build
 	@./$(BIN) guideline promote --run runs/demo --gate runs/demo/eval --against prompting \
 	  --rule "success >= -0.05" selected
 
-# A real model in the loop (llama.cpp serving Gemma 3 270M on loopback) and
-# the Python tools reading the datasets; see scripts/real-model/README.md.
+# A real model in the loop (llama.cpp serving Qwen2.5-Coder-1.5B-Instruct on
+# loopback) playing every role of a small run; see scripts/real-model/README.md.
 # Installs into .cache/real-model; make test needs none of it.
 real:
 	bash scripts/real-model/real.sh
+
+# Does ctxopt's optimization improve a real compressor? The mixed and the
+# all-real setting, none / prompting / keep-facts / the selected guideline,
+# paired statistics; about 90 minutes on two idle cores (docs/real-quality.md).
+real-quality:
+	bash scripts/real-model/quality.sh
+
+# A LoRA student (Qwen2.5-Coder-0.5B) trained from real-quality's export with
+# the dataset's own recipe, converted to GGUF, served and evaluated against
+# its teacher; then optimize serve's chain student -> teacher -> truncation.
+# About 45 minutes on two idle cores; needs make real-quality's output.
+student:
+	bash scripts/real-model/student.sh
 
 # vet + race tests; the project's own script installs test tools (DuckDB, the
 # OpenAI and Anthropic SDKs, chromium for the report's browser test).

@@ -149,6 +149,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 
 	resp := c.fromOpenAI(oresp, req.Messages)
+	c.recoverTextToolCall(&resp, req)
 	if key != nil {
 		if b, err := json.Marshal(resp); err != nil {
 			slog.Warn("llm cache encode failed", "role", c.role, "err", err)
@@ -159,6 +160,23 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	resp.Retries = retries
 	c.stats.answered(resp.Usage, resp.Usage, false, retries)
 	return resp, nil
+}
+
+// recoverTextToolCall makes a tool call the model wrote as text (when req
+// offered tools and the server found no call in the reply) the reply's
+// call, and reports the reply as malformed with its raw text.
+func (c *Client) recoverTextToolCall(resp *Response, req Request) {
+	if len(req.Tools) == 0 || len(resp.Message.ToolCalls) > 0 || c.toolChoice(req) == ToolChoiceNone {
+		return
+	}
+	call, ok := textToolCall(resp.Message.Content, req.Tools)
+	if !ok {
+		return
+	}
+	c.ReportMalformed(MalformedReply{Purpose: req.Purpose, Kind: MalformedToolCallInText,
+		Detail: "the tool call was written as text, not as a tool call; its first call is used", Raw: resp.Message.Content})
+	resp.Message.Content = ""
+	resp.Message.ToolCalls = []ToolCall{call}
 }
 
 // toolChoice is the tool_choice to send with req: the role's, only when

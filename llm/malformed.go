@@ -18,6 +18,10 @@ const (
 	MalformedUnparsed MalformedKind = "server_could_not_parse"
 	// MalformedNoToolCall: the agent answered without calling a tool.
 	MalformedNoToolCall MalformedKind = "no_tool_call"
+	// MalformedToolCallInText: the model wrote its tool call as text (a
+	// fenced JSON object) that the server did not parse into a tool call;
+	// the client recovers the first call and the reply goes on.
+	MalformedToolCallInText MalformedKind = "tool_call_in_text"
 	// MalformedToolArguments: a tool call's arguments are not JSON.
 	MalformedToolArguments MalformedKind = "invalid_tool_arguments"
 	// MalformedEmptySummary: the compressor returned nothing.

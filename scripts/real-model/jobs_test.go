@@ -13,8 +13,9 @@ import (
 // real.sh starts the server (it rewrites 127.0.0.1:18080/ and :18081/ for
 // REAL_PORT), and keep what the real model taught: the agent asks for a
 // tool call (llama.cpp answered every call under tool_choice auto with
-// 500), and the mixed setting runs at least 20 tasks with the real model
-// compressing only.
+// 500), the mixed setting runs at least 20 tasks with the real model
+// compressing, analyzing and optimizing, and the all-real setting runs on
+// the mixed setting's tasks.
 func TestRealJobs(t *testing.T) {
 	small, err := pipeline.LoadJob("../../jobs/real-small.yaml")
 	if err != nil {
@@ -43,5 +44,30 @@ func TestRealJobs(t *testing.T) {
 	}
 	if mixed.Env.TestLimit < 20 || !mixed.Compression.History.Enabled {
 		t.Errorf("real-mixed: %d test tasks, history compression %v; want at least 20 and on", mixed.Env.TestLimit, mixed.Compression.History.Enabled)
+	}
+	if !strings.HasPrefix(m.Optimizer.BaseURL, "http://127.0.0.1:18080/") {
+		t.Errorf("real-mixed optimizer %q: optimize run must select with the real model as analyzer and optimizer", m.Optimizer.BaseURL)
+	}
+
+	// The all-real setting runs on the first tasks of the mixed setting's
+	// test split: the same environment, seed and threshold, fewer tasks.
+	all, err := pipeline.LoadJob("../../jobs/real-all.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := all.Roles
+	for name, c := range map[string]llm.RoleConfig{"agent": a.Agent, "compressor": a.Compressor, "optimizer": a.Optimizer, "judge": a.Judge} {
+		if !strings.HasPrefix(c.BaseURL, "http://127.0.0.1:18080/") || !c.NoKey {
+			t.Errorf("real-all %s: base_url %q; want the chat server at 127.0.0.1:18080", name, c.BaseURL)
+		}
+	}
+	if a.Agent.ToolChoice != llm.ToolChoiceRequired {
+		t.Errorf("real-all agent tool_choice %q, want required", a.Agent.ToolChoice)
+	}
+	same := all.Env
+	same.TestLimit = mixed.Env.TestLimit
+	if same != mixed.Env || all.Seed != mixed.Seed || all.Compression.History != mixed.Compression.History || all.Env.TestLimit > mixed.Env.TestLimit {
+		t.Errorf("real-all: env %+v seed %d history %+v; want real-mixed's (%+v, %d, %+v) with at most its test tasks",
+			all.Env, all.Seed, all.Compression.History, mixed.Env, mixed.Seed, mixed.Compression.History)
 	}
 }

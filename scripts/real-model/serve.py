@@ -1,10 +1,11 @@
-"""Serve the Gemma 3 270M GGUF on loopback with llama.cpp (xllamacpp).
+"""Serve a GGUF model on loopback with llama.cpp (xllamacpp).
 
 Two llama.cpp servers in this one process: chat completions (with tool
-calls, parsed by llama.cpp from the template in gemma3.jinja) on --port, and
-embeddings (mean pooling) on --port + 1. They are separate because a
-context in embedding mode computes the logits of every prompt token over
-Gemma's 262k vocabulary, which makes chat several times slower.
+calls, parsed by llama.cpp from the chat template the GGUF carries) on
+--port, and embeddings (mean pooling) on --port + 1 (unless --no-embed).
+They are separate because a context in embedding mode computes the logits
+of every prompt token over the whole vocabulary (Qwen2.5: 152k), which
+makes chat several times slower.
 
 Runs until SIGTERM or SIGINT. Prints one JSON line with the URLs and
 versions once both listen.
@@ -16,7 +17,6 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
 import xllamacpp
 
@@ -42,11 +42,9 @@ def params(model: str, port: int, threads: int, ctx: int, parallel: int, embed: 
         p.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
         p.n_batch = p.n_ubatch = 2048
     else:
-        # The GGUF carries no chat template; without one llama.cpp falls back
-        # to ChatML and ignores tools. Ours is Gemma's turn format plus a tool
-        # description, from which llama.cpp derives its tool-call parser.
+        # The model's own chat template (Qwen2.5's renders tools and tool
+        # calls), from which llama.cpp derives its tool-call parser.
         p.use_jinja = True
-        p.chat_template = (Path(__file__).parent / "gemma3.jinja").read_text()
     return p
 
 
@@ -57,13 +55,15 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--parallel", type=int, default=2, help="chat requests decoded together (the jobs send at most 2)")
+    ap.add_argument("--no-embed", action="store_true", help="chat only: no embeddings server on --port + 1")
     a = ap.parse_args()
 
     chat = xllamacpp.Server(params(a.model, a.port, a.threads, a.ctx, a.parallel, False))
-    embed = xllamacpp.Server(params(a.model, a.port + 1, a.threads, a.ctx, 1, True))
+    embed = None if a.no_embed else xllamacpp.Server(params(a.model, a.port + 1, a.threads, a.ctx, 1, True))
     print(json.dumps({
+        "model": os.path.basename(a.model),
         "chat": chat.listening_address + "/v1",
-        "embeddings": embed.listening_address + "/v1",
+        "embeddings": embed.listening_address + "/v1" if embed else None,
         "xllamacpp": xllamacpp.__version__,
         "llama_cpp_build": xllamacpp.BUILD_INFO,
     }), flush=True)

