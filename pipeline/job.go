@@ -46,7 +46,7 @@ type Job struct {
 	// Optimizer chooses ACON (the default) or ACE; ACE reads the ace
 	// section.
 	Optimizer string      `yaml:"optimizer" json:"optimizer"`
-	ACE       ACESpec     `yaml:"ace" json:"ace"`
+	ACE       ACESpec     `yaml:"ace,omitempty" json:"ace"`
 	Budget    Budget      `yaml:"budget" json:"budget"`
 	Cache     CacheSpec   `yaml:"cache" json:"cache"`
 	Eval      EvalSpec    `yaml:"eval" json:"eval"`
@@ -469,6 +469,22 @@ func (p fieldProblem) String() string {
 func (j *Job) line(field string) int { return j.keys.Line(field) }
 
 // has reports whether the job file sets field.
+// Resolved is the job as `optimize run` records it in the run directory
+// (JobFile), with every default filled in; ParseJob reads it back as the
+// same job (workers and resumes read it). The ace section is left out of
+// an ACON job, where it would be refused as misplaced.
+func (j *Job) Resolved() ([]byte, error) {
+	out := *j
+	if out.Optimizer != OptimizerACE {
+		out.ACE = ACESpec{}
+	}
+	b, err := yaml.Marshal(&out)
+	if err != nil {
+		return nil, fmt.Errorf("encode job: %w", err)
+	}
+	return b, nil
+}
+
 func (j *Job) has(field string) bool { return j.keys.Has(field) }
 
 // explicitZero reports whether the job file sets field to zero, which the

@@ -108,3 +108,35 @@ func TestParseJobValidationFraction(t *testing.T) {
 		}
 	}
 }
+
+// The resolved job a run records (and workers and resumes read back)
+// parses as the same job, for every job file shipped, ACON and ACE alike.
+func TestResolvedJobRoundTrip(t *testing.T) {
+	files, err := filepath.Glob("../jobs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no job files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			job, err := LoadJob(f)
+			if err != nil {
+				t.Skipf("not a job file: %v", err)
+			}
+			b, err := job.Resolved()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := ParseJob(f+" (resolved)", b)
+			if err != nil {
+				t.Fatalf("the resolved job does not parse back: %v", err)
+			}
+			again, err := back.Resolved()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(again) != string(b) {
+				t.Errorf("resolved twice differs:\n%s\nvs\n%s", b, again)
+			}
+		})
+	}
+}

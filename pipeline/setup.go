@@ -94,9 +94,9 @@ func (p *runner) openDir(replace bool) error {
 	} else if n > 0 {
 		slog.Info("removed temporary files left by an interrupted run", "dir", outDir, "count", n)
 	}
-	resolved, err := yaml.Marshal(p.job)
+	resolved, err := p.job.Resolved()
 	if err != nil {
-		return fmt.Errorf("encode job: %w", err)
+		return err
 	}
 	if err := atomicfile.WriteFile(filepath.Join(outDir, JobFile), resolved, 0o644); err != nil {
 		return err

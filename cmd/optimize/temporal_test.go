@@ -202,11 +202,19 @@ func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
 		m, _ := filepath.Glob(filepath.Join(remote, "stages", "*", "rollout.remote", "*.jsonl"))
 		return len(m)
 	}
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if recorded() >= 4 {
-			break
+	// The log is read only once the run has ended: the process writes it
+	// until then.
+	ended := make(chan error, 1)
+	go func() { ended <- run.Wait() }()
+	for deadline := time.Now().Add(3 * time.Minute); recorded() < 4; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-ended:
+			t.Fatalf("the run ended (%v) before 4 tasks were recorded:\n%s", err, runLog.String())
+		default:
 		}
 		if time.Now().After(deadline) {
+			_ = run.Process.Kill()
+			<-ended
 			t.Fatalf("no task was recorded within 3 minutes:\n%s", runLog.String())
 		}
 	}
@@ -214,7 +222,7 @@ func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
 		t.Fatal(err)
 	}
 	t.Log("worker 1 killed with SIGKILL mid-stage")
-	if err := run.Wait(); err != nil {
+	if err := <-ended; err != nil {
 		t.Fatalf("temporal run: %v\n%s", err, runLog.String())
 	}
 	sim.stop()
