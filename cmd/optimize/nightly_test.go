@@ -65,18 +65,7 @@ func (s nightlySetup) config(t *testing.T, name string, rules ...string) string 
 // the output.
 func nightly(t *testing.T, config string, env ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(binary, "nightly", "--config", config)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
-	}
-	t.Fatal(err)
-	return 0, ""
+	return runWithEnv(t, env, "nightly", "--config", config)
 }
 
 // promotedRecords are the registry's promoted history guidelines.
