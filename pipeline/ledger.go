@@ -152,17 +152,24 @@ func (m *Meter) Refresh() error {
 }
 
 // traced returns ctx with, when the meter keeps a ledger, a trace that
-// records each HTTP request once it is written to the endpoint (every
-// attempt of a call, retries too): a process killed after that has it
-// counted, as the endpoint will serve it; one killed before has neither.
+// records each HTTP request (every attempt of a call, retries too) before
+// its first byte goes out: the entry is written when the request has its
+// connection, and taken back (a -1 entry) when writing the request fails.
+// A process killed after the write has it counted, as the endpoint will
+// serve it; recording after the write left a window (the ledger's own
+// write, milliseconds) where a kill lost a served request. What remains is
+// the microseconds between the entry and the write, where a kill counts a
+// request the endpoint never saw: the ledger may count one too many per
+// killed call, never one too few.
 func (m *Meter) traced(ctx context.Context) context.Context {
 	if m.ledger == nil {
 		return ctx
 	}
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { m.record(Spend{Requests: 1}) },
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				m.record(Spend{Requests: 1})
+			if info.Err != nil {
+				m.record(Spend{Requests: -1})
 			}
 		},
 	})

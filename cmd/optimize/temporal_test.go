@@ -105,8 +105,10 @@ func startWorker(t *testing.T, addr string, env []string) *exec.Cmd {
 // (an in-process fake served on 127.0.0.1), under the same layout.
 func TestTemporalEngineMatchesInProcess(t *testing.T) {
 	cli := temporalCLI(t)
-	t.Run("run directory", func(t *testing.T) { matchInProcess(t, cli, nil) })
-	t.Run("s3", func(t *testing.T) { matchInProcess(t, cli, newFakeS3(t)) })
+	// Each has its own dev server, endpoint, workers and directories, and
+	// much of their time is waiting on them: they run side by side.
+	t.Run("run directory", func(t *testing.T) { t.Parallel(); matchInProcess(t, cli, nil) })
+	t.Run("s3", func(t *testing.T) { t.Parallel(); matchInProcess(t, cli, newFakeS3(t)) })
 }
 
 // fakeS3 is an S3 bucket served by gofakes3 in this process.
