@@ -155,12 +155,12 @@ func (m *Meter) Refresh() error {
 // records each HTTP request (every attempt of a call, retries too) before
 // its first byte goes out: the entry is written when the request has its
 // connection, and taken back (a -1 entry) when writing the request fails.
-// A process killed after the write has it counted, as the endpoint will
-// serve it; recording after the write left a window (the ledger's own
-// write, milliseconds) where a kill lost a served request. What remains is
-// the microseconds between the entry and the write, where a kill counts a
-// request the endpoint never saw: the ledger may count one too many per
-// killed call, never one too few.
+// A process killed once the request is written has it counted, as the
+// endpoint will serve it. One killed while the entry is being written, or
+// between the entry and the write, leaves a request counted that the
+// endpoint never saw: the ledger may count one too many per call in
+// flight at a kill, never one too few (recorded after the write instead,
+// a kill during the ledger's write lost a request the endpoint served).
 func (m *Meter) traced(ctx context.Context) context.Context {
 	if m.ledger == nil {
 		return ctx

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,7 +92,7 @@ func startDevServer(t *testing.T, cli string) string {
 // it polls.
 func startWorker(t *testing.T, addr string, env []string) *exec.Cmd {
 	t.Helper()
-	cmd, _, _ := startLogged(t, env, "task_queue", "worker", "--temporal-address", addr, "--concurrency", "4", "--drain", "5s")
+	cmd, _, _ := startLogged(t, env, "task_queue", "worker", "--temporal-address", addr, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", "5s")
 	return cmd
 }
 
@@ -110,6 +111,9 @@ func TestTemporalEngineMatchesInProcess(t *testing.T) {
 	t.Run("run directory", func(t *testing.T) { t.Parallel(); matchInProcess(t, cli, nil) })
 	t.Run("s3", func(t *testing.T) { t.Parallel(); matchInProcess(t, cli, newFakeS3(t)) })
 }
+
+// workerConcurrency is the tasks each test worker runs at once.
+const workerConcurrency = 4
 
 // fakeS3 is an S3 bucket served by gofakes3 in this process.
 type fakeS3 struct {
@@ -236,10 +240,15 @@ func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
 	}
 	sameFile(t, filepath.Join(local, "guidelines"), filepath.Join(remote, "guidelines"), a.SelectedGuideline+".tmpl")
 	spent := readSpend(t, filepath.Join(remote, "spent.json"))
-	if served := sim.stopped.Requests; int64(spent.Requests) != int64(served) {
-		t.Fatalf("spent.json counts %d requests; the endpoint served %d (by role %v)", spent.Requests, served, sim.stopped.ByRole)
+	// The ledger records a request before it is sent: a call the killed
+	// worker had recorded but not yet sent is counted and never served (its
+	// tasks run one call at a time, so at most workerConcurrency of them);
+	// a request served and not counted is a bug.
+	served := int64(sim.stopped.Requests)
+	if n := int64(spent.Requests); n < served || n > served+workerConcurrency {
+		t.Fatalf("spent.json counts %d requests; the endpoint served %d (by role %v); want %d to %d", n, served, sim.stopped.ByRole, served, served+workerConcurrency)
 	}
-	t.Logf("spent.json: %d requests = %d served by the endpoint", spent.Requests, sim.stopped.Requests)
+	t.Logf("spent.json: %d requests, the endpoint served %d", spent.Requests, served)
 	if left := leftovers(t, remote); len(left) > 0 {
 		t.Fatalf("temporary objects left in the run directory: %v", left)
 	}
