@@ -159,6 +159,17 @@ func wantArgs(c *cli.Context, n int) ([]string, error) {
 	return pos, nil
 }
 
+// registryArgs returns exactly n positional arguments and the registry
+// --registry names: the opening of every guideline subcommand.
+func registryArgs(c *cli.Context, n int) ([]string, *guideline.Registry, error) {
+	args, err := wantArgs(c, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := openRegistryFlag(c)
+	return args, reg, err
+}
+
 // lookupError marks a missing or ambiguous id, or promoting a rejected
 // guideline, as bad input.
 func lookupError(err error) error {
@@ -169,10 +180,7 @@ func lookupError(err error) error {
 }
 
 func guidelineList(c *cli.Context) error {
-	if _, err := wantArgs(c, 0); err != nil {
-		return err
-	}
-	reg, err := openRegistryFlag(c)
+	_, reg, err := registryArgs(c, 0)
 	if err != nil {
 		return err
 	}
@@ -224,11 +232,7 @@ func formatScores(m map[string]float64) string {
 }
 
 func guidelineShow(c *cli.Context) error {
-	args, err := wantArgs(c, 1)
-	if err != nil {
-		return err
-	}
-	reg, err := openRegistryFlag(c)
+	args, reg, err := registryArgs(c, 1)
 	if err != nil {
 		return err
 	}
@@ -269,11 +273,7 @@ func guidelineShow(c *cli.Context) error {
 }
 
 func guidelineDiff(c *cli.Context) error {
-	args, err := wantArgs(c, 2)
-	if err != nil {
-		return err
-	}
-	reg, err := openRegistryFlag(c)
+	args, reg, err := registryArgs(c, 2)
 	if err != nil {
 		return err
 	}
@@ -291,11 +291,7 @@ func guidelineDiff(c *cli.Context) error {
 }
 
 func guidelineMerge(c *cli.Context) error {
-	args, err := wantArgs(c, 2)
-	if err != nil {
-		return err
-	}
-	reg, err := openRegistryFlag(c)
+	args, reg, err := registryArgs(c, 2)
 	if err != nil {
 		return err
 	}
@@ -401,11 +397,7 @@ func selectedOfRun(c *cli.Context) (string, error) {
 }
 
 func guidelinePromote(c *cli.Context) error {
-	args, err := wantArgs(c, 1)
-	if err != nil {
-		return err
-	}
-	reg, err := openRegistryFlag(c)
+	args, reg, err := registryArgs(c, 1)
 	if err != nil {
 		return err
 	}
