@@ -3,25 +3,15 @@ per setting, each candidate's success, peak tokens and compressor tokens,
 and its paired difference in success against none and against prompting
 (95% bootstrap interval, exact McNemar p), then the steps' times."""
 
-import json
 import os
 import sys
 from pathlib import Path
 
+from evaltables import load, paired
+
 SETTINGS = {"mixed": "mixed (embedded agent, real compressor)", "all": "all-real (every role on the real model)"}
 
 
-def load(path: Path):
-    return json.loads(path.read_text())
-
-
-def paired(evaldir: Path, cand: str) -> str:
-    for c in load(evaldir / "comparisons.json"):
-        if c["candidate"] == cand:
-            d = c["metrics"]["success"]["diff"]
-            p = c["mcnemar_success"]["p"]
-            return f"{d['point']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}] (W/L {c['wins']}/{c['losses']}, p {p:.3g})"
-    return "–"
 
 
 def table(out: Path, setting: str) -> dict[str, float]:

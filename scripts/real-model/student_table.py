@@ -12,18 +12,9 @@ import re
 import sys
 from pathlib import Path
 
-
-def load(path: Path):
-    return json.loads(path.read_text())
+from evaltables import load, paired
 
 
-def paired(evaldir: Path, cand: str, metric: str) -> str:
-    for c in load(evaldir / "comparisons.json"):
-        if c["candidate"] == cand:
-            d = c["metrics"][metric]["diff"]
-            extra = f", W/L {c['wins']}/{c['losses']}, p {c['mcnemar_success']['p']:.3g}" if metric == "success" else ""
-            return f"{d['point']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]{extra}"
-    return "–"
 
 
 def agreement(evaldir: Path, a: str, b: str) -> str:

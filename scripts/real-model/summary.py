@@ -9,12 +9,11 @@ import re
 import sys
 from pathlib import Path
 
+from evaltables import load
+
 ROLES = ["agent", "compressor", "optimizer", "judge", "embedder"]
 RAW = 400  # characters of each malformed reply shown (the whole is in malformed.jsonl)
 
-
-def load(path: Path):
-    return json.loads(path.read_text())
 
 
 def header(out: Path, seconds: int) -> None:
