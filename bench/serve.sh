@@ -12,9 +12,9 @@
 #   PHASES=throughput ROUNDS=9 bench/serve.sh   # only the nginx comparison
 #   BASELINE=/path/to/optimize bench/serve.sh   # another build measured beside
 #                                               # this one, paired, in every phase
-#   KEEP_TOKENS=0 LINK_CONCURRENCY=0 bench/serve.sh   # this build's compaction
-#       settings (default: keep_tokens 3000, a teacher concurrency of 20, one
-#       per conversation); a baseline runs with its own defaults
+#   KEEP_TOKENS=-1 LINK_CONCURRENCY=20 bench/serve.sh   # this build's compaction
+#       settings (default 0: serve's own defaults, as shipped); a baseline
+#       runs with its own defaults
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,5 +31,5 @@ go build -o bin/optimize ./cmd/optimize
 go run ./bench/serve --optimize bin/optimize --nginx "$nginx" \
 	--phases "${PHASES:-latency,throughput,memory,compaction}" --rounds "${ROUNDS:-5}" \
 	--baseline "${BASELINE:-}" \
-	--keep-tokens "${KEEP_TOKENS:-3000}" --link-concurrency "${LINK_CONCURRENCY:-20}" \
+	--keep-tokens "${KEEP_TOKENS:-0}" --link-concurrency "${LINK_CONCURRENCY:-0}" \
 	--rate "${RATE:-1000}" --conns "${CONNS:-2000}" --hold-for "${HOLD:-60s}"

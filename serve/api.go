@@ -153,7 +153,7 @@ func (s *Server) compressHistory(r *http.Request, req CompressRequest, conv *con
 	if target == 0 {
 		target = s.cfg.Compression.Threshold
 	}
-	sp := s.comp.prepareSpan(conv, tenant, keep, s.cfg.Compression.KeepTokens)
+	sp := s.comp.prepareSpan(conv, tenant, keep, s.cfg.Compression.keptTokens())
 	task := conv.task()
 	if req.Task != "" {
 		task = req.Task

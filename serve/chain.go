@@ -17,6 +17,11 @@ const (
 	LinkStudent    = "student"
 	LinkTeacher    = "teacher"
 	LinkTruncation = "truncation"
+	// BackendFolded is no link: X-Ctxopt-Backend says it of a request sent
+	// while its summary was late, with the previous summary (if any) and
+	// the turns since, older tool outputs folded and no turn left out (a
+	// request that had to leave turns out says truncation).
+	BackendFolded = "folded"
 )
 
 // Reasons a link was passed over, as counted in the fallback metric.

@@ -184,14 +184,14 @@ func (c *compactor) view(sp *span, s session) int {
 // When the summary it needs is not ready, the request waits for it at
 // most max_wait, and only when it is expected within the bound; else it
 // goes out folded or truncated and the summary serves from the next
-// request on. With keep_tokens set, folded outputs are the usual shape of
-// a compacted request, so it does not wait at all unless even folding
-// would leave turns out.
+// request on. With keep_tokens bounding the verbatim turns (its default),
+// folded outputs are the usual shape of a compacted request, so it does
+// not wait at all unless even folding would leave turns out.
 func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant string) (outcome, error) {
 	if conv.uncounted {
 		return outcome{session: sessionID(conv, tenant), uncounted: true}, nil
 	}
-	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast, c.cfg.KeepTokens)
+	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast, c.cfg.keptTokens())
 	out := outcome{session: sp.id, original: sp.headTok + sp.tail(conv.head)}
 	out.sent = out.original
 	if out.original <= c.floor() {
@@ -207,7 +207,7 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 		return out, nil
 	}
 	late := view > c.cfg.Threshold
-	if late && (c.cfg.KeepTokens == 0 || c.truncates(sp, s)) {
+	if late && (c.cfg.keptTokens() == 0 || c.truncates(sp, s)) {
 		out.waited = c.await(ctx, sp, s)
 		// The summary may also have landed since s was read.
 		s = c.session(sp)
@@ -250,7 +250,10 @@ func (c *compactor) compose(sp *span, s session, out outcome, late bool) (outcom
 	out.guidelineID, out.link = s.GuidelineID, s.Link
 	c.m.tokensSaved.Add(float64(max(0, out.original-out.sent)))
 	if late {
-		out.bypassed, out.link = true, LinkTruncation
+		out.bypassed, out.link = true, BackendFolded
+		if f.drop > sp.conv.head+s.Covered {
+			out.link = LinkTruncation
+		}
 		c.m.summaryBypassed.Inc()
 		slog.Info("summary not ready; request folded or truncated", "session", sp.id, "tokens_original", out.original,
 			"tokens_sent", out.sent, "summary_covers", s.Covered, "folded_messages", f.verbatim-f.drop,

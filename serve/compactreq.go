@@ -117,7 +117,7 @@ func (s *Server) answerCompaction(w http.ResponseWriter, r *http.Request, conv *
 		return false
 	}
 	cp := s.cfg.Compression
-	sp := s.comp.prepareSpan(conv, tenant, cp.KeepLast, cp.KeepTokens)
+	sp := s.comp.prepareSpan(conv, tenant, cp.KeepLast, cp.keptTokens())
 	sess := s.comp.session(sp)
 	if sess.Covered == 0 {
 		slog.Info("compaction request forwarded: no summary of this session yet", "request_id", requestID(r), "session", sp.id)

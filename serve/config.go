@@ -119,6 +119,9 @@ type Compression struct {
 	// folded: replaced by a note, as the summary covers them or will from
 	// the next summary on. Then a request past the threshold does not wait
 	// for a late summary unless even folding would leave turns out.
+	// 0 is 3/8 of Threshold (see keptTokens); -1 sends every turn
+	// verbatim, and a late summary is waited for (at most MaxWait) when
+	// expected within it.
 	KeepTokens int `yaml:"keep_tokens"`
 	// Registry is the guideline registry directory; its promoted history
 	// guideline is served.
@@ -128,6 +131,23 @@ type Compression struct {
 	Reload time.Duration `yaml:"reload"`
 	// Encoding is the tokenizer that counts tokens.
 	Encoding string `yaml:"encoding"`
+}
+
+// keptTokens is keep_tokens in effect. Its default, 3/8 of the threshold,
+// leaves room for the head, the summary and the folded older turns under
+// the threshold; without a bound a summary that lands late (a real one
+// takes seconds) makes the request wait or drop turns. On bench/serve's
+// workload (threshold 8,000) it keeps the tokens sent per compacted turn
+// under what Context Gateway sends with every tool call still paired.
+// 0 means no bound (keep_tokens -1).
+func (c Compression) keptTokens() int {
+	switch {
+	case c.KeepTokens > 0:
+		return c.KeepTokens
+	case c.KeepTokens < 0:
+		return 0
+	}
+	return c.Threshold * 3 / 8
 }
 
 // Compressors are the links of the fallback chain before truncation.
@@ -338,8 +358,8 @@ func (c Config) Validate() error {
 	if cp.KeepLast < 1 {
 		bad("compression.keep_last", "must be at least 1 (the last turn is always sent)")
 	}
-	if cp.KeepTokens < 0 {
-		bad("compression.keep_tokens", "must not be negative (0 bounds the kept turns by keep_last only)")
+	if cp.KeepTokens < -1 {
+		bad("compression.keep_tokens", "must be -1 (every turn verbatim), 0 (3/8 of compression.threshold) or a token count")
 	}
 	if cp.Registry == "" {
 		bad("compression.registry", "must name the guideline registry directory (optimize guideline promote writes to it)")

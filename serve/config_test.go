@@ -38,6 +38,7 @@ func TestConfigErrors(t *testing.T) {
 		{"trigger", "upstream:\n  openai:\n    base_url: http://x/v1\ncompression:\n  registry: r\n  trigger: 2\nauth:\n  anonymous: true\n", "line 6: field compression.trigger: 2 is not a fraction"},
 		{"threshold 0", "upstream:\n  openai:\n    base_url: http://x/v1\ncompression:\n  registry: r\n  threshold: 0\nauth:\n  anonymous: true\n", "line 6: field compression.threshold: must be a positive"},
 		{"key variable unset", "upstream:\n  openai:\n    base_url: http://x/v1\n    key_env: CTXOPT_TEST_UNSET_KEY\ncompression:\n  registry: r\nauth:\n  anonymous: true\n", "line 4: field upstream.openai.key_env: variable CTXOPT_TEST_UNSET_KEY is not set"},
+		{"keep_tokens", "upstream:\n  openai:\n    base_url: http://x/v1\ncompression:\n  registry: r\n  keep_tokens: -2\nauth:\n  anonymous: true\n", "line 6: field compression.keep_tokens: must be -1 (every turn verbatim), 0 (3/8 of compression.threshold) or a token count"},
 		{"empty file", "", "is empty"},
 		{"comments only", "# todo\n", "holds only comments"},
 	} {
@@ -130,5 +131,18 @@ func TestKeysFile(t *testing.T) {
 	_, err = loadKeyring(Auth{KeysFile: bad})
 	if err == nil || !strings.Contains(err.Error(), bad+":2:") || strings.Contains(err.Error(), "sk-raw") {
 		t.Errorf("bad keys file: %v", err)
+	}
+}
+
+func TestKeptTokens(t *testing.T) {
+	for _, c := range []struct{ threshold, keep, want int }{
+		{8000, 0, 3000}, // the default: 3/8 of the threshold
+		{4096, 0, 1536},
+		{8000, 2000, 2000},
+		{8000, -1, 0}, // unbounded: every turn verbatim
+	} {
+		if got := (Compression{Threshold: c.threshold, KeepTokens: c.keep}).keptTokens(); got != c.want {
+			t.Errorf("threshold %d keep_tokens %d: %d in effect, want %d", c.threshold, c.keep, got, c.want)
+		}
 	}
 }

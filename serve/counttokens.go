@@ -66,7 +66,7 @@ func (s *Server) inputTokens(conv *conversation, tools string) int {
 // effect (nil: as it is): below the threshold as sent, past it laid out
 // by compose's own plan with the session's summary as it stands.
 func (c *compactor) measure(conv *conversation, tenant string) (body []byte, session string, err error) {
-	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast, c.cfg.KeepTokens)
+	sp := c.prepareSpan(conv, tenant, c.cfg.KeepLast, c.cfg.keptTokens())
 	if sp.headTok+sp.tail(conv.head) <= c.cfg.Threshold {
 		return nil, sp.id, nil
 	}

@@ -51,7 +51,7 @@ func (c *compactor) foldedTok(sp *span, i, noteTok int) int {
 
 // layout picks the folding of sp's turns after from (the summary's
 // coverage) under fixed tokens of head and summary: the newest turns
-// within keep_tokens (all, when it is 0) verbatim, at least the last turn;
+// within keep_tokens (all, when unbounded) verbatim, at least the last turn;
 // older outputs folded, more of them while the request passes the
 // threshold; and, if it still does, the oldest turns left out.
 func (c *compactor) layout(sp *span, from, fixed int, note string) folding {
@@ -72,8 +72,8 @@ func (c *compactor) layout(sp *span, from, fixed int, note string) folding {
 		}
 		return n
 	}
-	last, v := len(pts)-1, 0
-	for v < last && (c.cfg.KeepTokens > 0 && sp.tail(pts[v]) > c.cfg.KeepTokens || cost(from, pts[v]) > c.cfg.Threshold) {
+	last, v, keep := len(pts)-1, 0, c.cfg.keptTokens()
+	for v < last && (keep > 0 && sp.tail(pts[v]) > keep || cost(from, pts[v]) > c.cfg.Threshold) {
 		v++
 	}
 	d := 0

@@ -82,11 +82,12 @@ func TestLayout(t *testing.T) {
 		threshold, keepTokens  int
 		wantDrop, wantVerbatim int // in turns from the first
 	}{
-		{"fits: as sent", all, 0, 0, 0},
+		{"fits: as sent", all, -1, 0, 0},
+		{"keep_tokens 0: 3/8 of the threshold verbatim", 8 * turn, 0, 0, 5},
 		{"keep_tokens: the newest turns within it verbatim", 1 << 20, 3 * turn, 0, 5},
 		{"keep_tokens below a turn: the last turn still", 1 << 20, 10, 0, 7},
-		{"over the threshold: older outputs folded as needed", all - 1, 0, 0, 1},
-		{"folding is not enough: oldest turns left out", sp.headTok + turn + 3*folded, 0, 4, 7},
+		{"over the threshold: older outputs folded as needed", all - 1, -1, 0, 1},
+		{"folding is not enough: oldest turns left out", sp.headTok + turn + 3*folded, -1, 4, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &compactor{cfg: Compression{Threshold: tc.threshold, KeepTokens: tc.keepTokens}, tok: c0.tok}

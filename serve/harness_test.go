@@ -134,6 +134,9 @@ func testConfig(t *testing.T, up, teacher, regDir string) Config {
 	cfg.Compression.Threshold = 600
 	cfg.Compression.Trigger = 0.8
 	cfg.Compression.Reload = 50 * time.Millisecond
+	// Every turn verbatim: these tests follow one request to its summary,
+	// which it waits for; the default folding is fold_test's and lead_test's.
+	cfg.Compression.KeepTokens = -1
 	cfg.Compressor.Teacher = Link{BaseURL: teacher, Model: sim.ModelName, Timeout: 5 * time.Second}
 	cfg.Auth.Anonymous = true
 	cfg.Timeouts.Drain = 5 * time.Second

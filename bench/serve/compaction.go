@@ -363,7 +363,7 @@ func (c compactionOptions) compressionYAML() string {
 	if c.maxWait != "" {
 		b.WriteString("  max_wait: " + c.maxWait + "\n")
 	}
-	if c.keepTokens > 0 {
+	if c.keepTokens != 0 {
 		fmt.Fprintf(&b, "  keep_tokens: %d\n", c.keepTokens)
 	}
 	return b.String()

@@ -87,7 +87,7 @@ func main() {
 	flag.IntVar(&o.compaction.threshold, "threshold", 8000, "serve's compression threshold in the compaction runs")
 	flag.DurationVar(&o.compaction.turnLatency, "turn-latency", 100*time.Millisecond, "the upstream's answer time in the compaction runs (the pace of a turn)")
 	flag.StringVar(&o.compaction.maxWait, "max-wait", "", "compression.max_wait of this build in the compaction runs (empty: its default)")
-	flag.IntVar(&o.compaction.keepTokens, "keep-tokens", 0, "compression.keep_tokens of this build in the compaction runs (0: its default)")
+	flag.IntVar(&o.compaction.keepTokens, "keep-tokens", 0, "compression.keep_tokens of this build in the compaction runs (0: its default; -1: every turn verbatim)")
 	flag.StringVar(&o.compaction.linkLatency, "link-latency", "", "the teacher link's latency (its prior) of this build in the compaction runs (empty: its default)")
 	flag.IntVar(&o.compaction.linkConcurrency, "link-concurrency", 0, "the teacher link's concurrency of this build in the compaction runs (0: its default)")
 	flag.DurationVar(&o.compaction.held, "held", 50*time.Millisecond, "hold beyond which a request counts as having waited for a summary")

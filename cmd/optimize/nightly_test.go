@@ -211,13 +211,15 @@ const nightlyKey = "nightly-test-client-key"
 // startServe starts optimize serve in front of the embedded model
 // (optimize sim) with session logs on, compressing past 600 tokens. The
 // teacher's latency prior is the embedded model's (milliseconds, as in
-// serve.example.yaml), so a first compaction waits for its summary instead
-// of going out truncated, as it would under the 2 s default prior.
+// serve.example.yaml) and every turn goes verbatim (keep_tokens -1), so a
+// compaction waits for its summary, which names the guideline this test
+// follows, instead of going out folded (these conversations end within a
+// few turns of their first summary).
 func startServe(t *testing.T, s nightlySetup) string {
 	t.Helper()
 	_, simURL, _ := startLogged(t, nil, "url", "sim", "--listen", "127.0.0.1:0")
 	cfg := filepath.Join(s.dir, "serve.yaml")
-	yaml := fmt.Sprintf("listen: 127.0.0.1:0\nupstream:\n  openai:\n    base_url: %s\ncompression:\n  registry: %s\n  reload: 200ms\n  threshold: 600\ncompressor:\n  teacher:\n    base_url: %s\n    model: ctxopt-sim\n    latency: 50ms\nauth:\n  key_hashes: [%s]\nlimits:\n  rate: 0\nsession_log:\n  dir: %s\n",
+	yaml := fmt.Sprintf("listen: 127.0.0.1:0\nupstream:\n  openai:\n    base_url: %s\ncompression:\n  registry: %s\n  reload: 200ms\n  threshold: 600\n  keep_tokens: -1\ncompressor:\n  teacher:\n    base_url: %s\n    model: ctxopt-sim\n    latency: 50ms\nauth:\n  key_hashes: [%s]\nlimits:\n  rate: 0\nsession_log:\n  dir: %s\n",
 		simURL, s.registry, simURL, serve.HashKey(nightlyKey), s.sessions)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
