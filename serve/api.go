@@ -145,15 +145,17 @@ func (s *Server) compressAPI(w http.ResponseWriter, r *http.Request) {
 // into a summary, unless the conversation fits target_tokens (default:
 // compression.threshold).
 func (s *Server) compressHistory(r *http.Request, req CompressRequest, conv *conversation, g *activeGuideline, first, tenant string) (CompressResponse, error) {
-	keep := req.KeepLast
+	// A keep_last the request names is kept whole; the configured one is
+	// bounded by keep_tokens, as the proxy bounds it.
+	keep, keepTokens := req.KeepLast, 0
 	if keep == 0 {
-		keep = s.cfg.Compression.KeepLast
+		keep, keepTokens = s.cfg.Compression.KeepLast, s.cfg.Compression.keptTokens()
 	}
 	target := req.TargetTokens
 	if target == 0 {
 		target = s.cfg.Compression.Threshold
 	}
-	sp := s.comp.prepareSpan(conv, tenant, keep, s.cfg.Compression.keptTokens())
+	sp := s.comp.prepareSpan(conv, tenant, keep, keepTokens)
 	task := conv.task()
 	if req.Task != "" {
 		task = req.Task

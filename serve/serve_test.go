@@ -407,6 +407,37 @@ func TestCompressAPI(t *testing.T) {
 	}
 }
 
+// TestCompressAPIKeepLast: the keep_last a request names is kept whole,
+// even past keep_tokens' default bound (3/8 of the threshold: 225 tokens
+// here, less than two of these turns).
+func TestCompressAPIKeepLast(t *testing.T) {
+	up := newRecUpstream(t, sim.Config{})
+	dir, _, _ := registry(t)
+	cfg := testConfig(t, up.url(), up.url(), dir)
+	cfg.Compression.KeepTokens = 0
+	_, url := start(t, cfg)
+	msgs := gjson.GetBytes(toolConversation(5, "kl"), "messages").Raw
+	for _, keep := range []int{1, 3} {
+		resp, b := post(t, url+"/v1/compress", []byte(`{"messages":`+msgs+`,"keep_last":`+strconv.Itoa(keep)+`}`), nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("keep_last %d: status %d: %s", keep, resp.StatusCode, b)
+		}
+		var out CompressResponse
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		tools := 0
+		for _, m := range gjson.ParseBytes(out.Messages).Array() {
+			if m.Get("role").Str == "tool" {
+				tools++
+			}
+		}
+		if tools != keep {
+			t.Errorf("keep_last %d: %d tool results kept, want %d", keep, tools, keep)
+		}
+	}
+}
+
 func TestAnthropicToolConversation(t *testing.T) {
 	up := newRecUpstream(t, sim.Config{})
 	dir, _, _ := registry(t)
