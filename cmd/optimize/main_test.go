@@ -22,6 +22,10 @@ import (
 // (SIGKILL, a standalone embedded model).
 var binary string
 
+// testDir is the test binary's own temporary directory, removed when the
+// tests end: the binary, and the fixtures tests share (briefRun).
+var testDir string
+
 func TestMain(m *testing.M) {
 	if os.Getenv(rssSpawnEnv) != "" {
 		os.Exit(spawnForRSS(os.Getenv(rssSpawnEnv), os.Args[1:]))
@@ -31,6 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	testDir = dir
 	binary = filepath.Join(dir, "optimize")
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build optimize: %v\n%s", err, out)
