@@ -100,6 +100,26 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// runBinary runs the built command (not race-instrumented) as runCLI runs
+// it in-process: for a test whose subject is what a long command computes,
+// where the race detector would make it several times slower and other
+// tests run the same code in-process under -race.
+func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
 func TestRolloutStrategies(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeJob(t, dir, nil)
