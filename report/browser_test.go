@@ -123,6 +123,9 @@ func startBrowser(ctx context.Context, t *testing.T) *browser {
 		"--user-data-dir="+t.TempDir(), "--no-first-run", "--disable-extensions", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--hide-scrollbars", fmt.Sprintf("--window-size=%d,%d", screenW, screenH), "about:blank")
 	cmd.ExtraFiles = []*os.File{toBrowser, theirEnd}
+	// Chromium leaves an org.chromium.Chromium.* directory in TMPDIR on
+	// every start, which its profile directory does not move.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -45,16 +45,16 @@ func TestRunNamesEmbeddedRoles(t *testing.T) {
 			roles: []string{llm.RoleJudge}, line: "as judge; real models otherwise)"},
 		{name: "real models only", wfs: wfs, embedded: map[string]bool{}},
 	}
-	dirs := map[string]string{}
+	// One run directory per workflows file, made by the parent: a
+	// subtest's own TempDir is removed when it ends, and the next case
+	// would start afresh in a directory nobody removes.
+	dirs := map[string]string{wfs: t.TempDir(), bare: t.TempDir()}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			x := e.executor(t, planAware(t), 2)
 			x.Embedded = tt.embedded
 			// Later cases resume the first run on the same workflows: the
 			// roles come from the calls its journal records.
-			if dirs[tt.wfs] == "" {
-				dirs[tt.wfs] = t.TempDir()
-			}
 			sum, err := Run(t.Context(), x, RunOptions{Workflows: tt.wfs, Dir: dirs[tt.wfs], Concurrency: 2})
 			if err != nil {
 				t.Fatal(err)

@@ -77,7 +77,10 @@ func demoEvalForTest(t *testing.T, dir, out string) []string {
 func TestDemoStrategies(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "strategies")
-	code, stdout, stderr := runCLI(t, demoEvalForTest(t, dir, out)...)
+	// The built binary: eight candidates on 30 tasks take minutes under
+	// -race, and TestEvalWritesResultsAndReports and TestEvalSamples run
+	// optimize eval in-process under it.
+	code, stdout, stderr := runBinary(t, demoEvalForTest(t, dir, out)...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}

@@ -201,7 +201,9 @@ func TestSIGTERMExitsPromptly(t *testing.T) {
 			if tc.resumed == nil {
 				return
 			}
-			code, _, resumeErr := runCLI(t, append(slices.Clone(tc.args), "--config", job(tc.name, "0s"))...)
+			// The built binary resumes, as it was stopped: under -race the
+			// rest of the run takes several times as long.
+			code, _, resumeErr := runBinary(t, append(slices.Clone(tc.args), "--config", job(tc.name, "0s"))...)
 			if code != 0 {
 				t.Fatalf("resume: exit %d\n%s", code, resumeErr)
 			}

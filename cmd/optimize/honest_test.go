@@ -50,15 +50,7 @@ func TestDistillRunSkipsEvaluation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a whole run")
 	}
-	dir := t.TempDir()
-	job := writeJob(t, dir, func(s string) string {
-		s = strings.Replace(s, "step_limit: 30", "step_limit: 30\n  train_limit: 8\n  test_limit: 8", 1)
-		return strings.Replace(s, "candidates: 5", "candidates: 2", 1)
-	})
-	run := filepath.Join(dir, "run")
-	if code, out, errs := runCLI(t, "run", "--config", job, "--out", run); code != 0 {
-		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
-	}
+	run := briefRun(t).out
 	// The evaluation's rollouts are those whose summary says the test split.
 	evals := 0
 	_ = filepath.WalkDir(run, func(path string, d fs.DirEntry, err error) error {
@@ -73,7 +65,7 @@ func TestDistillRunSkipsEvaluation(t *testing.T) {
 	if evals == 0 {
 		t.Fatal("the run has no evaluation rollout")
 	}
-	out := filepath.Join(dir, "ds")
+	out := filepath.Join(t.TempDir(), "ds")
 	if code, o, errs := runCLI(t, "distill", "--run", run, "--out", out, "--guideline", ""); code != 0 {
 		t.Fatalf("distill: exit %d\n%s\n%s", code, o, errs)
 	}

@@ -225,7 +225,9 @@ func TestRunWithImportedSource(t *testing.T) {
 		return s + "\nsources:\n  - " + imp + "\n"
 	})
 	run := filepath.Join(dir, "run")
-	code, _, stderr := runCLI(t, "run", "--config", cfg, "--out", run)
+	// The built binary: a whole run under -race takes several times as
+	// long, and TestRunOutputIsBrief runs one in-process.
+	code, _, stderr := runBinary(t, "run", "--config", cfg, "--out", run)
 	if code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, stderr)
 	}

@@ -22,6 +22,10 @@ import (
 // (SIGKILL, a standalone embedded model).
 var binary string
 
+// testDir is the test binary's own temporary directory, removed when the
+// tests end: the binary, and the fixtures tests share (briefRun).
+var testDir string
+
 func TestMain(m *testing.M) {
 	if os.Getenv(rssSpawnEnv) != "" {
 		os.Exit(spawnForRSS(os.Getenv(rssSpawnEnv), os.Args[1:]))
@@ -31,6 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	testDir = dir
 	binary = filepath.Join(dir, "optimize")
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build optimize: %v\n%s", err, out)
@@ -92,6 +97,26 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = run(context.Background(), append([]string{"optimize"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// runBinary runs the built command (not race-instrumented) as runCLI runs
+// it in-process: for a test whose subject is what a long command computes,
+// where the race detector would make it several times slower and other
+// tests run the same code in-process under -race.
+func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
 	return code, out.String(), errb.String()
 }
 

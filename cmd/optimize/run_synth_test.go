@@ -33,7 +33,9 @@ func TestRunExportsSynth(t *testing.T) {
 		})
 	}
 	out := filepath.Join(dir, "run")
-	if code, stdout, stderr := runCLI(t, "run", "--config", job("  synth: ["+sr+"]\n"), "--out", out); code != 0 {
+	// The runs use the built binary: a whole run under -race takes
+	// several times as long, and TestRunOutputIsBrief runs one in-process.
+	if code, stdout, stderr := runBinary(t, "run", "--config", job("  synth: ["+sr+"]\n"), "--out", out); code != 0 {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	m := readJSON[distill.Manifest](t, filepath.Join(out, "datasets", "manifest.json"))
@@ -61,7 +63,7 @@ func TestRunExportsSynth(t *testing.T) {
 	}
 
 	// Without the key only the export is redone, with the run's rows only.
-	if code, stdout, stderr := runCLI(t, "run", "--config", job(""), "--out", out); code != 0 {
+	if code, stdout, stderr := runBinary(t, "run", "--config", job(""), "--out", out); code != 0 {
 		t.Fatalf("re-run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if p, o := countKinds(t, filepath.Join(out, "datasets")); p != 0 || o != own {

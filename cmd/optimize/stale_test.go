@@ -96,7 +96,10 @@ func TestRunIntoAnotherJobsDir(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "stages")); !os.IsNotExist(err) {
 		t.Fatalf("the refused directory got stages: %v", err)
 	}
-	if code, _, stderr := runCLI(t, "run", "--config", cfg, "--out", out, "--replace"); code != 0 {
+	// The runs that go through use the built binary: a whole run under
+	// -race takes several times as long, and TestRunOutputIsBrief runs one
+	// in-process.
+	if code, _, stderr := runBinary(t, "run", "--config", cfg, "--out", out, "--replace"); code != 0 {
 		t.Fatalf("--replace: exit %d\n%s", code, stderr)
 	}
 	if _, err := os.Stat(mark); !os.IsNotExist(err) {
@@ -105,7 +108,7 @@ func TestRunIntoAnotherJobsDir(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(out, "job.yaml")); err != nil || !strings.Contains(string(b), "name: demo") {
 		t.Fatalf("job.yaml after --replace: %v\n%s", err, b)
 	}
-	if code, _, stderr := runCLI(t, "run", "--config", cfg, "--out", out); code != 0 {
+	if code, _, stderr := runBinary(t, "run", "--config", cfg, "--out", out); code != 0 {
 		t.Fatalf("the same job again: exit %d\n%s", code, stderr)
 	}
 }

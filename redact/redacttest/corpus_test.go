@@ -1,0 +1,26 @@
+package redacttest
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// base64Tokens finds what the regular expression it replaces finds, on
+// every shape of the corpus and on the edges of its rule.
+func TestBase64TokensMatchRegexp(t *testing.T) {
+	re := regexp.MustCompile(`[A-Za-z0-9+/_\-]{16,}={0,2}`)
+	texts := []string{"", "abc", strings.Repeat("a", 15), strings.Repeat("a", 16), strings.Repeat("a", 16) + "===x",
+		"x " + strings.Repeat("b", 15) + " " + strings.Repeat("c", 17) + "=", "é" + strings.Repeat("Zz09", 5) + "\xff=" + strings.Repeat("-_+/", 4) + "=="}
+	for _, s := range Samples() {
+		for _, sh := range Shapes(s) {
+			texts = append(texts, sh.Text)
+		}
+	}
+	for _, text := range texts {
+		if got, want := base64Tokens(text), re.FindAllString(text, -1); !slices.Equal(got, want) {
+			t.Errorf("base64Tokens(%q) = %q, want %q", text, got, want)
+		}
+	}
+}
