@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -88,9 +89,10 @@ func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
 }
 
 // PublishRemote copies the records workers left for w into the rollout's
-// staging directory, in task order, as the runner writes them, and
-// deletes them from the store; the runner then resumes every recorded
-// task. It returns how many tasks had a record.
+// staging directory, in task order, as the runner writes them; the runner
+// then resumes every recorded task. It returns how many tasks had a
+// record. The records stay in the store until the rollout is there too
+// (Advance deletes them then).
 func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
 	staging := w.Dir + ".partial"
 	if err := os.MkdirAll(staging, 0o755); err != nil {
@@ -119,12 +121,14 @@ func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
-	return n, w.Store.DeletePrefix(ctx, remotePrefix(w.dirKey()))
+	return n, nil
 }
 
-// TaskRunner runs single tasks of one run for a worker: it holds the
-// run's runtime (opened once) and the guidelines it compiled.
-type TaskRunner struct {
+// WorkerRun is a run as a worker holds it: the run's runtime (opened
+// once, with the LLM cache), the guidelines it compiled, the run store and
+// its ledger. It runs the run's tasks (RunTask) and advances the run
+// (Advance).
+type WorkerRun struct {
 	p      *runner
 	store  *RunStore
 	ledger *Ledger
@@ -133,11 +137,17 @@ type TaskRunner struct {
 	tmpls  map[string]*compress.Prompt
 }
 
-// OpenTaskRunner opens the run whose store is at storeURL, as the
-// resolved job there describes it. The response cache is off: workers on
-// one machine would contend for its file, and an answer is the same
-// without it.
-func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err error) {
+// maxCacheSlots is how many cache files beside the job's a worker tries
+// when other processes on its machine hold the ones before.
+const maxCacheSlots = 8
+
+// OpenWorkerRun opens the run whose store is at storeURL, as the resolved
+// job there describes it. With the job's cache on, the worker uses the
+// cache file of the job's cache section on its own machine, or, when
+// another process holds that one (a second worker, an in-process run),
+// the first free of path.worker2 … path.worker8: each worker's cache is
+// local to it. An answer is the same from any of them or from none.
+func OpenWorkerRun(ctx context.Context, storeURL string) (_ *WorkerRun, err error) {
 	store, err := OpenRunStore(ctx, storeURL)
 	if err != nil {
 		return nil, err
@@ -155,8 +165,7 @@ func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err er
 	if err != nil {
 		return nil, err
 	}
-	job.Cache.Disabled = true
-	rt, err := Open(ctx, job)
+	rt, err := openWorkerRuntime(ctx, job)
 	if err != nil {
 		return nil, err
 	}
@@ -165,20 +174,47 @@ func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err er
 		rt.Close()
 		return nil, err
 	}
-	t := &TaskRunner{p: p, store: store, ledger: OpenLedger(store), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
+	t := &WorkerRun{p: p, store: store, ledger: OpenLedger(store), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
 	for _, task := range p.train {
 		t.tasks[task.ID] = task
 	}
 	return t, nil
 }
 
+// openWorkerRuntime opens job's runtime with the first cache slot no
+// other process holds (OpenWorkerRun).
+func openWorkerRuntime(ctx context.Context, job *Job) (*Runtime, error) {
+	if job.Cache.Disabled {
+		return Open(ctx, job)
+	}
+	path := CachePath(job.Cache.Path)
+	var errs []error
+	for slot := 1; slot <= maxCacheSlots; slot++ {
+		j := *job
+		j.Cache.Path = path
+		if slot > 1 {
+			j.Cache.Path = fmt.Sprintf("%s.worker%d", path, slot)
+		}
+		rt, err := Open(ctx, &j)
+		if err == nil {
+			slog.Info("worker cache", "path", j.Cache.Path)
+			return rt, nil
+		}
+		if errors.Is(err, ErrInvalidInput) || ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no free cache slot: %w", errors.Join(errs...))
+}
+
 // Close releases the run's runtime and store.
-func (t *TaskRunner) Close() error { return errors.Join(t.p.rt.Close(), t.store.Close()) }
+func (t *WorkerRun) Close() error { return errors.Join(t.p.rt.Close(), t.store.Close()) }
 
 // RunTask runs w's task, its calls recorded in the ledger under key, and
 // leaves its record where PublishRemote finds it (written whole, so a task
 // run twice leaves one record).
-func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (TaskResult, error) {
+func (t *WorkerRun) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (TaskResult, error) {
 	task, ok := t.tasks[w.TaskID]
 	if !ok {
 		return TaskResult{}, fmt.Errorf("%w: task %s is not in the run's train split", ErrWorkRefused, w.TaskID)
@@ -212,7 +248,7 @@ func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Ta
 
 // compiled returns the guideline of src, compiling each source once
 // (creating templates is not safe concurrently).
-func (t *TaskRunner) compiled(src string) (*compress.Prompt, error) {
+func (t *WorkerRun) compiled(src string) (*compress.Prompt, error) {
 	if src == "" {
 		return nil, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -253,15 +254,21 @@ func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
 		t.Fatalf("temporary objects left in the run directory: %v", left)
 	}
 	if s3 != nil {
-		// The bucket keeps the run's layout under its prefix: the job and
-		// the ledger, no record a worker left.
+		// The bucket keeps the run directory's layout under its prefix,
+		// with the ledger, and no record a worker left, no staging or
+		// temporary object.
 		keys := s3.keys(t)
 		for _, k := range keys {
-			if !strings.HasPrefix(k, "nightly/temporal/job.yaml") && !strings.HasPrefix(k, "nightly/temporal/ledger/") {
+			if !strings.HasPrefix(k, "nightly/temporal/") || strings.Contains(k, ".remote/") || strings.Contains(k, ".partial/") || strings.Contains(k, ".tmp-") {
 				t.Fatalf("the bucket holds %s (of %d keys)", k, len(keys))
 			}
 		}
-		t.Logf("bucket: %d keys, all job.yaml and ledger entries", len(keys))
+		for _, want := range []string{"job.yaml", "summary.json", "spent.json", "guidelines/" + a.SelectedGuideline + ".tmpl", "stages/baseline/manifest.json"} {
+			if !slices.Contains(keys, "nightly/temporal/"+want) {
+				t.Fatalf("the bucket lacks %s (of %d keys)", want, len(keys))
+			}
+		}
+		t.Logf("bucket: %d keys, the run directory's layout", len(keys))
 	}
 }
 
