@@ -48,16 +48,26 @@ func (e *needRollouts) Error() string {
 	return "waiting for the rollouts of " + strings.Join(names, ", ")
 }
 
-// joinNeeds gathers the rollouts errs wait for into one error; any other
-// error wins.
+// joinNeeds gathers the rollouts errs wait for into one error, each once
+// (two candidates with the same source share a rollout); any other error
+// wins.
 func joinNeeds(errs []error) error {
 	var all needRollouts
+	seen := map[string]bool{}
 	for _, err := range errs {
 		var n *needRollouts
+		if err == nil {
+			continue
+		}
 		if !errors.As(err, &n) {
 			return err
 		}
-		all.reqs = append(all.reqs, n.reqs...)
+		for _, r := range n.reqs {
+			if !seen[r.Task.Dir] {
+				seen[r.Task.Dir] = true
+				all.reqs = append(all.reqs, r)
+			}
+		}
 	}
 	if len(all.reqs) == 0 {
 		return nil
@@ -75,7 +85,10 @@ func waiting(err error) bool {
 // records workers left in the run store, or asks for the tasks without
 // one. The records it published are deleted once the stage's files are
 // in the store (consumed).
-type recordsEngine struct{ consumed []string }
+type recordsEngine struct {
+	meter    *Meter
+	consumed []string
+}
 
 func (e *recordsEngine) Rollout(ctx context.Context, r *rollout.Runner, w RolloutWork) (*rollout.Result, error) {
 	pending, err := w.Pending(ctx)
@@ -90,13 +103,14 @@ func (e *recordsEngine) Rollout(ctx context.Context, r *rollout.Runner, w Rollou
 		}
 		return nil, &needRollouts{reqs: []RolloutRequest{req}}
 	}
-	n, err := PublishRemote(ctx, w)
+	n, spent, err := PublishRemote(ctx, w)
 	if err != nil {
 		return nil, err
 	}
 	if n != len(w.Tasks) {
 		return nil, fmt.Errorf("stage %s: the workers recorded %d of %d tasks", w.Stage, n, len(w.Tasks))
 	}
+	e.meter.published(spent)
 	e.consumed = append(e.consumed, remotePrefix(w.dirKey()))
 	return r.RunDir(ctx, w.Tasks, w.Dir)
 }
@@ -130,6 +144,7 @@ func (t *WorkerRun) Advance(ctx context.Context, name string, key LedgerKey) (Ad
 	if err := p.meter.UseLedger(t.ledger, key); err != nil {
 		return Advanced{}, err
 	}
+	eng.meter = p.meter
 	p.wrapClients()
 	err = WithPatience(ctx, p.job.Rollout.Patience, func() error {
 		_, err := p.run()

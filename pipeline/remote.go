@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -69,6 +71,12 @@ func remoteRecord(dir, id string) string {
 	return remotePrefix(dir) + hex.EncodeToString(h[:12]) + ".jsonl"
 }
 
+// remoteSpend is the key of what the attempt that left task id's record
+// spent, beside the record.
+func remoteSpend(dir, id string) string {
+	return strings.TrimSuffix(remoteRecord(dir, id), ".jsonl") + ".spend.json"
+}
+
 // Pending returns the indexes of w's tasks no worker has recorded yet.
 func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
 	keys, err := w.Store.List(ctx, remotePrefix(w.dirKey()))
@@ -91,15 +99,16 @@ func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
 // PublishRemote copies the records workers left for w into the rollout's
 // staging directory, in task order, as the runner writes them; the runner
 // then resumes every recorded task. It returns how many tasks had a
-// record. The records stay in the store until the rollout is there too
-// (Advance deletes them then).
-func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
+// record and what the attempts that left them spent. The records stay in
+// the store until the rollout is there too (Advance deletes them then).
+func PublishRemote(ctx context.Context, w RolloutWork) (int, Spend, error) {
+	var spent Spend
 	staging := w.Dir + ".partial"
 	if err := os.MkdirAll(staging, 0o755); err != nil {
-		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
+		return 0, spent, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
 	if err := rollout.WriteJSON(filepath.Join(staging, rollout.FingerprintFile), w.Fingerprint); err != nil {
-		return 0, err
+		return 0, spent, err
 	}
 	n := 0
 	err := atomicfile.Write(filepath.Join(staging, rollout.TrajectoriesFile), 0o644, func(out io.Writer) error {
@@ -115,13 +124,22 @@ func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
 				return err
 			}
 			n++
+			var s Spend
+			b, err = w.Store.Get(ctx, remoteSpend(w.dirKey(), t.ID))
+			if err == nil {
+				err = json.Unmarshal(b, &s)
+			}
+			if err != nil && !errors.Is(err, ErrNoObject) {
+				return err
+			}
+			spent = spent.Add(s)
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
+		return 0, spent, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
-	return n, nil
+	return n, spent, nil
 }
 
 // WorkerRun is a run as a worker holds it: the run's runtime (opened
@@ -239,8 +257,17 @@ func (t *WorkerRun) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Tas
 	if err != nil {
 		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
 	}
+	// The spend first: a record is a task done, and its spend is then
+	// there for the stage's manifest.
+	spent, err := json.Marshal(meter.Snapshot())
+	if err == nil {
+		err = t.store.Put(ctx, remoteSpend(w.Dir, task.ID), spent)
+	}
 	rec := remoteRecord(w.Dir, task.ID)
-	if err := t.store.Put(ctx, rec, append(line, '\n')); err != nil {
+	if err == nil {
+		err = t.store.Put(ctx, rec, append(line, '\n'))
+	}
+	if err != nil {
 		return TaskResult{}, err
 	}
 	return TaskResult{Record: rec, Success: tr.Success, Spend: meter.Snapshot()}, nil

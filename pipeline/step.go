@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/ctxopt/ctxopt/compress"
