@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A run advanced by workers, as the Temporal engine drives it (advance,
+// run the tasks it waits for on either of two workers, advance again),
+// selects the same guideline and exports the same datasets as the run in
+// process. The workers use the job's cache, the second one the first free
+// slot beside it, and answer the same from it.
+func TestAdvanceMatchesInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two end-to-end runs")
+	}
+	ctx := context.Background()
+	job := smallJob(t, 6, "")
+	local := t.TempDir()
+	want, err := Run(ctx, job, local, RunOptions{NoReuse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url, err := RunStoreURL("", runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := job.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, JobFile), resolved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var workers [2]*WorkerRun
+	for i := range workers {
+		if workers[i], err = OpenWorkerRun(ctx, url); err != nil {
+			t.Fatal(err)
+		}
+		defer workers[i].Close()
+	}
+	if a, b := workers[0].p.rt.Job.Cache.Path, workers[1].p.rt.Job.Cache.Path; a != CachePath(job.Cache.Path) || b != a+".worker2" {
+		t.Fatalf("worker caches %s and %s; want the job's and the job's .worker2", a, b)
+	}
+	advances := advanceAll(t, workers)
+	var got RunSummary
+	b, err := os.ReadFile(filepath.Join(runDir, SummaryFile))
+	if err == nil {
+		err = json.Unmarshal(b, &got)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SelectedGuideline == "" || got.SelectedGuideline != want.SelectedGuideline {
+		t.Fatalf("selected %q after %d advances, in process %q", got.SelectedGuideline, advances, want.SelectedGuideline)
+	}
+	// The first worker answered from the cache the in-process run filled.
+	spent, err := workers[0].ledger.Sum(ctx)
+	if err != nil || spent.CacheHits == 0 || spent.Calls >= want.Spent.Calls {
+		t.Fatalf("the workers spent %+v (%v); in process %+v: want cache hits and fewer calls", spent, err, want.Spent)
+	}
+	sameFiles(t, filepath.Join(local, DatasetsDir), filepath.Join(runDir, DatasetsDir), "")
+	// Every guideline's source (their records say when they were made).
+	sameFiles(t, filepath.Join(local, GuidelinesDir), filepath.Join(runDir, GuidelinesDir), ".tmpl")
+}
+
+// advanceAll advances the run until it is done, running the tasks it
+// waits for on the workers in turn, and returns how many advances it took.
+func advanceAll(t *testing.T, workers [2]*WorkerRun) int {
+	t.Helper()
+	ctx := context.Background()
+	for n := 1; n < 50; n++ {
+		adv, err := workers[n%2].Advance(ctx, "run", LedgerKey{Workflow: "test", Activity: "advance-" + strconv.Itoa(n), Attempt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if adv.Budget != "" {
+			t.Fatal(adv.Budget)
+		}
+		if len(adv.Needs) == 0 {
+			return n
+		}
+		for _, r := range adv.Needs {
+			for i, id := range r.TaskIDs {
+				w := r.Task
+				w.TaskID = id
+				if _, err := workers[i%2].RunTask(ctx, w, LedgerKey{Workflow: r.Task.Stage, Activity: id, Attempt: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	t.Fatal("the run did not finish in 50 advances")
+	return 0
+}
+
+// sameFiles fails unless the files of dir a named with suffix are in b,
+// byte for byte, but for a dataset manifest's inputs' hashes (the
+// trajectories record each compression's wall-clock latency).
+func sameFiles(t *testing.T, a, b, suffix string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, suffix) {
+			return err
+		}
+		rel, _ := filepath.Rel(a, p)
+		x, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		y, err := os.ReadFile(filepath.Join(b, rel))
+		if err != nil {
+			return err
+		}
+		if rel == "manifest.json" {
+			x, y = dropHashes(x), dropHashes(y)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s differs between %s and %s", rel, a, b)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n == 0 {
+		t.Fatalf("%d files compared (%v)", n, err)
+	}
+}
+
+func dropHashes(b []byte) []byte {
+	var out bytes.Buffer
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, `"sha256"`) {
+			out.WriteString(line + "\n")
+		}
+	}
+	return out.Bytes()
+}
