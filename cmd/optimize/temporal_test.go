@@ -102,8 +102,10 @@ func startWorker(t *testing.T, addr, queue string, env []string) *exec.Cmd {
 // mid-stage, and the driver killed too and started again from another
 // directory: it attaches to the run's workflow, the run completes once,
 // its datasets and selected guideline are byte-identical, spent.json
-// counts the requests the endpoint served (see spendBound), and nothing
-// temporary is left in the run directory or the bucket.
+// counts the requests the endpoint served (up to the killed worker's calls
+// in flight, below), spent_this_run what every process spent since the
+// second driver started, and nothing temporary is left in the run
+// directory or the bucket.
 //
 // The run's files live in the run directory, then in an S3 bucket (an
 // in-process fake served on 127.0.0.1), under the same layout. The two
@@ -306,6 +308,12 @@ func matchInProcess(t *testing.T, addr, simAddr, job, local string, s3 *fakeS3) 
 	}
 	sameFile(t, filepath.Join(local, "guidelines"), filepath.Join(remote, "guidelines"), a.SelectedGuideline+".tmpl")
 	spent := readSpend(t, filepath.Join(remote, "spent.json"))
+	// The ledger records a request just before it is sent: a request the
+	// endpoint served and the ledger missed is a bug. A kill between the
+	// ledger's write and the request's leaves one counted that was never
+	// served; the killed worker's tasks make one call at a time, so there
+	// are at most workerConcurrency of them (README, Scale out on
+	// Temporal: why no client-side ledger can be exact under SIGKILL).
 	served := int64(sim.stopped.Requests)
 	if n := int64(spent.Requests); n < served || n > served+workerConcurrency {
 		t.Fatalf("spent.json counts %d requests; the endpoint served %d (by role %v); want %d to %d", n, served, sim.stopped.ByRole, served, served+workerConcurrency)

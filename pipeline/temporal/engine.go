@@ -81,8 +81,8 @@ func (d *Driver) Drive(ctx context.Context, run pipeline.RemoteRun) (pipeline.Dr
 
 // running reports whether workflow id has an execution running.
 func (d *Driver) running(ctx context.Context, id string) bool {
-	resp, err := d.c.DescribeWorkflowExecution(ctx, id, "")
-	return err == nil && resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	desc, err := d.c.DescribeWorkflow(ctx, id, "")
+	return err == nil && desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
 // watch logs the run's progress when it changes, until stop is called.
