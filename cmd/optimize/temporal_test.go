@@ -120,7 +120,7 @@ func TestTemporalEngineMatchesInProcess(t *testing.T) {
 	job := func(simAddr string) string {
 		cfg := writeJob(t, t.TempDir(), func(s string) string {
 			s = strings.ReplaceAll(s, "base_url: embedded", "base_url: http://"+simAddr+"/v1\n    no_key: true")
-			s = strings.Replace(s, "  step_limit: 30\n", "  step_limit: 30\n  train_limit: 40\n  test_limit: 10\n", 1)
+			s = strings.Replace(s, "  step_limit: 30\n", "  step_limit: 30\n  train_limit: 24\n  test_limit: 8\n", 1)
 			return strings.Replace(s, "cache:\n", "cache:\n  disabled: true\n", 1)
 		})
 		b, err := os.ReadFile(cfg)
@@ -258,7 +258,7 @@ func matchInProcess(t *testing.T, addr, simAddr, job, local string, s3 *fakeS3) 
 		if s3 != nil {
 			n := 0
 			for _, k := range s3.keys(t) {
-				if strings.Contains(k, ".remote/") {
+				if strings.Contains(k, ".remote/") && strings.HasSuffix(k, ".jsonl") {
 					n++
 				}
 			}
