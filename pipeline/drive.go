@@ -109,8 +109,12 @@ func finishRemote(ctx context.Context, store *RunStore, ledger *Ledger, before S
 		return nil, fmt.Errorf("the run's summary: %w", err)
 	}
 	sum.Spent, sum.SpentThisRun = spent, spent.Sub(before)
+	// The worker's paths were in its own copy of the run directory.
 	if sum.Eval != nil {
-		sum.Eval.Dir = evalDir(outDir) // the worker's was its own copy
+		sum.Eval.Dir = evalDir(outDir)
+	}
+	if sum.Dataset != nil && sum.Dataset.Dir != "" {
+		sum.Dataset.Dir = filepath.Join(outDir, DatasetsDir)
 	}
 	slog.Info("run done", "attached", driven.Attached, "requests", spent.Requests)
 	return &sum, writeShared(ctx, store, outDir, SummaryFile, &sum)
