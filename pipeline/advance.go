@@ -150,8 +150,8 @@ func (t *WorkerRun) Advance(ctx context.Context, name string, key LedgerKey) (Ad
 		_, err := p.run()
 		return err
 	})
-	if perr := p.meter.Persist(); err == nil || waiting(err) {
-		err = errors.Join(err, perr)
+	if perr := p.meter.Persist(); perr != nil && (err == nil || waiting(err)) {
+		err = perr
 	}
 	var out Advanced
 	var need *needRollouts

@@ -104,10 +104,17 @@ func TestRunStoreDeletePrefixLeavesNoDirectory(t *testing.T) {
 	}
 	defer s.Close()
 	w := RolloutWork{RunDir: run, Dir: filepath.Join(run, "stages", "x", "rollout"), Store: s, Tasks: []env.Task{{ID: "a"}, {ID: "b"}}}
-	if err := s.Put(ctx, remoteSpend(w.dirKey(), "a"), []byte(`{"calls":3,"requests":4}`)); err != nil {
+	if err := s.Put(ctx, w.Task(0).spend(), []byte(`{"calls":3,"requests":4}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, remoteRecord(w.dirKey(), "a"), []byte("{}\n")); err != nil {
+	if err := s.Put(ctx, w.Task(0).record(), []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	// A record of the same task under another guideline is another
+	// stage's.
+	other := w.Task(1)
+	other.Guideline = "{{ old }}"
+	if err := s.Put(ctx, other.record(), []byte("{}\n")); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := w.Pending(ctx); err != nil || len(p) != 1 || p[0] != 1 {

@@ -65,16 +65,20 @@ type TaskResult struct {
 // remotePrefix is where workers leave the records of the rollout at dir.
 func remotePrefix(dir string) string { return dir + remoteSuffix + "/" }
 
-// remoteRecord is the key of task id's record of the rollout at dir.
-func remoteRecord(dir, id string) string {
-	h := sha256.Sum256([]byte(id))
-	return remotePrefix(dir) + hex.EncodeToString(h[:12]) + ".jsonl"
+// record is the key of w's task's record: named by what the task runs
+// (its agent's fingerprint and guideline) as well as by the task, so the
+// records a stage left before its inputs changed are never taken for its
+// new tasks'.
+func (w TaskWork) record() string {
+	b, _ := json.Marshal([]any{w.TaskID, w.Fingerprint, w.Guideline})
+	h := sha256.Sum256(b)
+	return remotePrefix(w.Dir) + hex.EncodeToString(h[:12]) + ".jsonl"
 }
 
-// remoteSpend is the key of what the attempt that left task id's record
-// spent, beside the record.
-func remoteSpend(dir, id string) string {
-	return strings.TrimSuffix(remoteRecord(dir, id), ".jsonl") + ".spend.json"
+// spend is the key of what the attempt that left w's task's record spent,
+// beside the record.
+func (w TaskWork) spend() string {
+	return strings.TrimSuffix(w.record(), ".jsonl") + ".spend.json"
 }
 
 // Pending returns the indexes of w's tasks no worker has recorded yet.
@@ -88,8 +92,8 @@ func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
 		have[k] = true
 	}
 	var out []int
-	for i, t := range w.Tasks {
-		if !have[remoteRecord(w.dirKey(), t.ID)] {
+	for i := range w.Tasks {
+		if !have[w.Task(i).record()] {
 			out = append(out, i)
 		}
 	}
@@ -112,8 +116,8 @@ func PublishRemote(ctx context.Context, w RolloutWork) (int, Spend, error) {
 	}
 	n := 0
 	err := atomicfile.Write(filepath.Join(staging, rollout.TrajectoriesFile), 0o644, func(out io.Writer) error {
-		for _, t := range w.Tasks {
-			b, err := w.Store.Get(ctx, remoteRecord(w.dirKey(), t.ID))
+		for i := range w.Tasks {
+			b, err := w.Store.Get(ctx, w.Task(i).record())
 			if errors.Is(err, ErrNoObject) {
 				continue
 			}
@@ -125,7 +129,7 @@ func PublishRemote(ctx context.Context, w RolloutWork) (int, Spend, error) {
 			}
 			n++
 			var s Spend
-			b, err = w.Store.Get(ctx, remoteSpend(w.dirKey(), t.ID))
+			b, err = w.Store.Get(ctx, w.Task(i).spend())
 			if err == nil {
 				err = json.Unmarshal(b, &s)
 			}
@@ -261,9 +265,9 @@ func (t *WorkerRun) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Tas
 	// there for the stage's manifest.
 	spent, err := json.Marshal(meter.Snapshot())
 	if err == nil {
-		err = t.store.Put(ctx, remoteSpend(w.Dir, task.ID), spent)
+		err = t.store.Put(ctx, w.spend(), spent)
 	}
-	rec := remoteRecord(w.Dir, task.ID)
+	rec := w.record()
 	if err == nil {
 		err = t.store.Put(ctx, rec, append(line, '\n'))
 	}
