@@ -30,8 +30,11 @@ func RunID(storeURL string, resolvedJob []byte) string {
 // and completes the summary with the run's spend from the ledger.
 func runRemote(ctx context.Context, job *Job, outDir string, opts RunOptions) (*RunSummary, error) {
 	spec := job.Engine.WithDefaults()
-	// Everything the job names is checked here, before any worker sees it.
-	rt, err := Open(ctx, job)
+	// Everything the job names is checked here, before any worker sees it;
+	// the cache is the workers' (one on this machine may hold it).
+	check := *job
+	check.Cache.Disabled = true
+	rt, err := Open(ctx, &check)
 	if err != nil {
 		return nil, err
 	}
