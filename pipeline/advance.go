@@ -128,24 +128,11 @@ func (t *WorkerRun) Advance(ctx context.Context, name string, key LedgerKey) (Ad
 	if err != nil {
 		return Advanced{}, err
 	}
-	rt, err := openRuntime(ctx, t.p.job, t.p.rt.cache)
+	p, eng, err := t.runner(ctx, m.Dir, key)
 	if err != nil {
 		return Advanced{}, err
 	}
-	defer rt.Close()
-	eng := &recordsEngine{}
-	p := &runner{ctx: ctx, job: t.p.job, rt: rt, dir: m.Dir, started: time.Now(), engine: eng, shared: t.store, tmpls: map[string]*guideline.Template{}}
-	if err := p.loadStart(); err != nil {
-		return Advanced{}, err
-	}
-	if err := p.openRecords(); err != nil {
-		return Advanced{}, err
-	}
-	if err := p.meter.UseLedger(t.ledger, key); err != nil {
-		return Advanced{}, err
-	}
-	eng.meter = p.meter
-	p.wrapClients()
+	defer p.rt.Close()
 	err = WithPatience(ctx, p.job.Rollout.Patience, func() error {
 		_, err := p.run()
 		return err
@@ -175,4 +162,34 @@ func (t *WorkerRun) Advance(ctx context.Context, name string, key LedgerKey) (Ad
 		}
 	}
 	return out, err
+}
+
+// runner returns the runner of an advance in the run directory dir: a
+// runtime of its own (on the worker's cache), the records engine, and a
+// meter that records its calls in the ledger under key. The caller closes
+// p.rt.
+func (t *WorkerRun) runner(ctx context.Context, dir string, key LedgerKey) (p *runner, eng *recordsEngine, err error) {
+	rt, err := openRuntime(ctx, t.p.job, t.p.rt.cache)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			rt.Close()
+		}
+	}()
+	eng = &recordsEngine{}
+	p = &runner{ctx: ctx, job: t.p.job, rt: rt, dir: dir, started: time.Now(), engine: eng, shared: t.store, tmpls: map[string]*guideline.Template{}}
+	if err := p.loadStart(); err != nil {
+		return nil, nil, err
+	}
+	if err := p.openRecords(); err != nil {
+		return nil, nil, err
+	}
+	if err := p.meter.UseLedger(t.ledger, key); err != nil {
+		return nil, nil, err
+	}
+	eng.meter = p.meter
+	p.wrapClients()
+	return p, eng, nil
 }
