@@ -75,6 +75,62 @@ func TestAdvanceMatchesInProcess(t *testing.T) {
 	sameFiles(t, filepath.Join(local, GuidelinesDir), filepath.Join(runDir, GuidelinesDir), ".tmpl")
 }
 
+// An advance that reaches the budget says so instead of failing, and
+// keeps what it finished in the store; the ledger has every call the
+// workers made.
+func TestAdvanceStopsAtTheBudget(t *testing.T) {
+	ctx := context.Background()
+	job := smallJob(t, 4, "")
+	job.Cache.Disabled = true
+	job.Budget.LLMCalls = 5
+	runDir := t.TempDir()
+	url, err := RunStoreURL("", runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := job.Resolved()
+	if err == nil {
+		err = os.WriteFile(filepath.Join(runDir, JobFile), resolved, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := OpenWorkerRun(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// The first advance makes no call: it waits for the three baselines,
+	// which the workers run whatever the budget (the workflow would stop
+	// them; here they run to the end, past it).
+	adv, err := w.Advance(ctx, filepath.Base(runDir), LedgerKey{Workflow: "test", Activity: "advance-1", Attempt: 1})
+	if err != nil || len(adv.Needs) != 3 || adv.Budget != "" {
+		t.Fatalf("first advance: %+v (%v); want the three baselines", adv, err)
+	}
+	for _, r := range adv.Needs {
+		for _, id := range r.TaskIDs {
+			tw := r.Task
+			tw.TaskID = id
+			if _, err := w.RunTask(ctx, tw, LedgerKey{Workflow: r.Task.Stage, Activity: id, Attempt: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	adv, err = w.Advance(ctx, filepath.Base(runDir), LedgerKey{Workflow: "test", Activity: "advance-2", Attempt: 1})
+	if err != nil || len(adv.Needs) != 0 || !strings.Contains(adv.Budget, "budget.llm_calls 5") {
+		t.Fatalf("second advance: %+v (%v); want a stop at the budget", adv, err)
+	}
+	// The baselines it published are in the store, done.
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(runDir, "stages", "baseline", ManifestFile))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil || m.Status != statusDone || m.LLMCalls == 0 {
+		t.Fatalf("baseline manifest %+v (%v); want done, with the workers' calls", m, err)
+	}
+}
+
 // advanceAll advances the run until it is done, running the tasks it
 // waits for on the workers in turn, and returns how many advances it took.
 func advanceAll(t *testing.T, workers [2]*WorkerRun) int {
