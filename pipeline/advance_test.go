@@ -27,10 +27,11 @@ func TestAdvanceMatchesInProcess(t *testing.T) {
 		name string
 		job  func(t *testing.T) *Job
 	}{
-		{"acon", func(t *testing.T) *Job { return smallJob(t, 4, "") }},
-		{"ace", func(t *testing.T) *Job { return aceJob(t, 6) }},
+		{"acon", func(t *testing.T) *Job { return smallJob(t, 3, "") }},
+		{"ace", func(t *testing.T) *Job { return aceJob(t, 4) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			job := tc.job(t)
 			job.Cache.Disabled = true // every call counted
 			matchAdvanced(t, job)
