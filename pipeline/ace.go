@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -167,6 +168,12 @@ func (p *runner) runACERound(r int, dir string, window []string, parent compiled
 	if err != nil {
 		return dec, err
 	}
+	if g, ok, err := p.waitingGate(dir); ok || err != nil {
+		if err != nil {
+			return dec, err
+		}
+		return p.gate(r, dir, g.dec, parent, cur, g.tasks, [3]*guideline.Playbook{pb, g.tagged, g.cand}, g.rec)
+	}
 	tasks, fb, err := p.aceFeedback(r, dir, window, base, cur, &dec)
 	if err != nil {
 		return dec, err
@@ -201,7 +208,7 @@ func (p *runner) runACERound(r int, dir string, window []string, parent compiled
 		dec.Reason = "the curator's batch changed nothing"
 		return p.keepTagged(dec, parent, pb, tagged, rec)
 	}
-	return p.gate(r, dec, parent, cur, tasks, [3]*guideline.Playbook{pb, tagged, cand}, rec)
+	return p.gate(r, dir, dec, parent, cur, tasks, [3]*guideline.Playbook{pb, tagged, cand}, rec)
 }
 
 // keepTagged ends a round without a batch: the playbook with the round's
@@ -223,7 +230,7 @@ func (p *runner) keepTagged(dec guideline.ACERound, parent compiled, pb, tagged 
 // and counters only differ in numbers.
 // pbs are the parent's playbook, it with the round's tags, and the
 // candidate with the batch.
-func (p *runner) gate(r int, dec guideline.ACERound, parent compiled, cur *stagedRollout, tasks []env.Task, pbs [3]*guideline.Playbook, rec guideline.Record) (guideline.ACERound, error) {
+func (p *runner) gate(r int, dir string, dec guideline.ACERound, parent compiled, cur *stagedRollout, tasks []env.Task, pbs [3]*guideline.Playbook, rec guideline.Record) (guideline.ACERound, error) {
 	c, err := p.putPlaybook(rec, pbs[2])
 	if err != nil {
 		return dec, err
@@ -231,7 +238,13 @@ func (p *runner) gate(r int, dec guideline.ACERound, parent compiled, cur *stage
 	dec.Candidate = c.rec.ID
 	killpoint.Reach("ace-round") // the batch stored, its gate not yet run
 	res, err := p.rollout(filepath.Join(fmt.Sprintf("r%d-ace-select", r), c.rec.ID), compress.Guideline, c.g, tasks)
+	if waiting(err) {
+		return dec, errors.Join(err, keepGate(dir, dec, pbs[1], rec))
+	}
 	if err != nil {
+		return dec, err
+	}
+	if err := os.Remove(filepath.Join(dir, aceGateFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return dec, err
 	}
 	with, without := guideline.Pick(res.Outcomes, tasks), guideline.Pick(cur.Outcomes, tasks)
@@ -303,4 +316,66 @@ func (p *runner) aceFeedback(r int, dir string, window []string, base, cur *stag
 		out = append(out, fb...)
 	}
 	return tasks, out, nil
+}
+
+// aceGateFile keeps, in an ACE round's directory, a round whose batch
+// waits for its gate's rollout on workers (Advance), so the next advance
+// gates it without analysing, reflecting and curating again.
+const aceGateFile = "gate.json"
+
+type aceGate struct {
+	Decision guideline.ACERound `json:"decision"`
+	Tagged   json.RawMessage    `json:"tagged"`
+	Record   guideline.Record   `json:"record"`
+}
+
+// keepGate writes the round waiting for its gate to dir.
+func keepGate(dir string, dec guideline.ACERound, tagged *guideline.Playbook, rec guideline.Record) error {
+	b, err := guideline.MarshalPlaybook(tagged)
+	if err != nil {
+		return err
+	}
+	return rollout.WriteJSON(filepath.Join(dir, aceGateFile), aceGate{Decision: dec, Tagged: b, Record: rec})
+}
+
+// waitingGate is a round kept by keepGate, read back (ok) with its
+// selection tasks and its tagged and candidate playbooks.
+type waitingGate struct {
+	dec          guideline.ACERound
+	rec          guideline.Record
+	tasks        []env.Task
+	tagged, cand *guideline.Playbook
+}
+
+func (p *runner) waitingGate(dir string) (g waitingGate, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, aceGateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return g, false, nil
+	}
+	var kept aceGate
+	if err == nil {
+		err = json.Unmarshal(b, &kept)
+	}
+	if err == nil {
+		g.tagged, err = guideline.UnmarshalPlaybook(kept.Tagged)
+	}
+	if err == nil {
+		_, g.cand, err = p.reg.Playbook(kept.Decision.Candidate)
+	}
+	if err != nil {
+		return g, false, fmt.Errorf("%s: %w", aceGateFile, err)
+	}
+	g.dec, g.rec = kept.Decision, kept.Record
+	byID := map[string]env.Task{}
+	for _, t := range p.train {
+		byID[t.ID] = t
+	}
+	for _, id := range g.dec.Tasks { // in the round's order
+		t, ok := byID[id]
+		if !ok {
+			return g, false, fmt.Errorf("%s: task %s is not in the train split", aceGateFile, id)
+		}
+		g.tasks = append(g.tasks, t)
+	}
+	return g, true, nil
 }

@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ctxopt/ctxopt/compress"
 	"github.com/ctxopt/ctxopt/env"
@@ -122,13 +119,12 @@ type RolloutWork struct {
 	Spent  Spend
 }
 
-// Engine runs a rollout stage's tasks. The in-process engine runs them
-// with runner here; another runs them elsewhere, leaves their records
-// where runner resumes them (PublishRemote) and returns what runner
-// returns then.
+// Engine runs a rollout stage's tasks. In process the runner runs them
+// here; in a run on another engine (Advance) workers run them and the
+// engine publishes their records where the runner resumes them, or asks
+// for the tasks without one.
 type Engine interface {
 	Rollout(ctx context.Context, runner *rollout.Runner, w RolloutWork) (*rollout.Result, error)
-	Close() error
 }
 
 // inProcess is today's engine: the runner runs every task here.
@@ -138,30 +134,49 @@ func (inProcess) Rollout(ctx context.Context, r *rollout.Runner, w RolloutWork) 
 	return r.RunDir(ctx, w.Tasks, w.Dir)
 }
 
-func (inProcess) Close() error { return nil }
+// Driver runs a whole run on another engine: it starts the run's
+// workflow, or attaches to the one already running it, shows its progress
+// and waits for it. The stages run elsewhere, reading and writing the run
+// store (Advance, RunTask).
+type Driver interface {
+	Drive(ctx context.Context, run RemoteRun) (Driven, error)
+	Close() error
+}
 
-// EngineOpener opens an engine for a job's run.
-type EngineOpener func(ctx context.Context, spec EngineSpec) (Engine, error)
+// RemoteRun names a run for a driver. ID is derived from the run store's
+// URL and the resolved job (RunID), so a driver started again, on any
+// machine that sees the same store, names the same run.
+type RemoteRun struct {
+	ID, Store, Name string
+}
+
+// Driven is how a driven run ended.
+type Driven struct {
+	// Attached is set when the run was already running (a driver before
+	// this one started it).
+	Attached bool
+	// Budget, when set, is why the run stopped at its budget.
+	Budget string
+}
+
+// DriverOpener opens the driver of an engine kind.
+type DriverOpener func(ctx context.Context, spec EngineSpec) (Driver, error)
 
 var (
 	enginesMu sync.Mutex
-	engines   = map[string]EngineOpener{}
+	engines   = map[string]DriverOpener{}
 )
 
 // RegisterEngine makes an engine kind available to jobs; packages that
 // implement one register it from init.
-func RegisterEngine(kind string, open EngineOpener) {
+func RegisterEngine(kind string, open DriverOpener) {
 	enginesMu.Lock()
 	defer enginesMu.Unlock()
 	engines[kind] = open
 }
 
-// OpenEngine opens the engine spec names.
-func OpenEngine(ctx context.Context, spec EngineSpec) (Engine, error) {
-	spec = spec.WithDefaults()
-	if spec.Kind == EngineInProcess {
-		return inProcess{}, nil
-	}
+// openDriver opens the driver of the engine spec names.
+func openDriver(ctx context.Context, spec EngineSpec) (Driver, error) {
 	enginesMu.Lock()
 	open := engines[spec.Kind]
 	known := make([]string, 0, len(engines))
@@ -173,52 +188,11 @@ func OpenEngine(ctx context.Context, spec EngineSpec) (Engine, error) {
 		slices.Sort(known)
 		return nil, invalid(fmt.Errorf("engine.kind %s is not built into this binary (have %s, %s)", spec.Kind, EngineInProcess, strings.Join(known, ", ")))
 	}
-	e, err := open(ctx, spec)
+	d, err := open(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("engine %s at %s: %w", spec.Kind, spec.Address, err)
 	}
-	return e, nil
-}
-
-// openEngine opens the job's engine. One that runs work in other
-// processes gets the run store, with the resolved job in it, and the meter
-// keeps the run's spend in its ledger, where those processes record theirs.
-func (p *runner) openEngine() (err error) {
-	e, err := OpenEngine(p.ctx, p.job.Engine)
-	if err != nil {
-		return err
-	}
-	if _, local := e.(inProcess); local {
-		p.engine = e
-		return nil
-	}
-	defer func() {
-		if err != nil {
-			e.Close()
-		}
-	}()
-	url, err := RunStoreURL(p.job.Engine.Storage, p.dir)
-	if err != nil {
-		return invalid(err)
-	}
-	shared, err := OpenRunStore(p.ctx, url)
-	if err != nil {
-		return invalid(err)
-	}
-	job, err := os.ReadFile(filepath.Join(p.dir, JobFile))
-	if err == nil {
-		err = shared.Put(p.ctx, JobFile, job)
-	}
-	key := LedgerKey{Workflow: "driver " + p.started.UTC().Format(time.RFC3339Nano), Activity: "local", Attempt: 1}
-	if err == nil {
-		err = p.meter.UseLedger(OpenLedger(shared), key)
-	}
-	if err != nil {
-		shared.Close()
-		return err
-	}
-	p.engine, p.shared = e, shared
-	return nil
+	return d, nil
 }
 
 // storageProblem checks a storage URL; "" when it is fine.

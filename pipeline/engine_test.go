@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,14 +104,31 @@ func TestRunStoreDeletePrefixLeavesNoDirectory(t *testing.T) {
 	}
 	defer s.Close()
 	w := RolloutWork{RunDir: run, Dir: filepath.Join(run, "stages", "x", "rollout"), Store: s, Tasks: []env.Task{{ID: "a"}, {ID: "b"}}}
-	if err := s.Put(ctx, remoteRecord(w.dirKey(), "a"), []byte("{}\n")); err != nil {
+	if err := s.Put(ctx, w.Task(0).spend(), []byte(`{"calls":3,"requests":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, w.Task(0).record(), []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	// A record of the same task under another guideline is another
+	// stage's.
+	other := w.Task(1)
+	other.Guideline = "{{ old }}"
+	if err := s.Put(ctx, other.record(), []byte("{}\n")); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := w.Pending(ctx); err != nil || len(p) != 1 || p[0] != 1 {
 		t.Fatalf("pending %v (%v), want [1]", p, err)
 	}
-	if n, err := PublishRemote(ctx, w); err != nil || n != 1 {
-		t.Fatalf("published %d (%v), want 1", n, err)
+	if n, spent, err := PublishRemote(ctx, w); err != nil || n != 1 || spent != (Spend{Calls: 3, Requests: 4}) {
+		t.Fatalf("published %d spending %+v (%v), want 1 spending 3 calls, 4 requests", n, spent, err)
+	}
+	// The records stay until the rollout is in the store too.
+	if _, err := os.Stat(w.Dir + remoteSuffix); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeletePrefix(ctx, remotePrefix(w.dirKey())); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(w.Dir + remoteSuffix); !os.IsNotExist(err) {
 		t.Fatalf("%s still there (%v)", w.Dir+remoteSuffix, err)
@@ -117,5 +136,87 @@ func TestRunStoreDeletePrefixLeavesNoDirectory(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(w.Dir+".partial", "trajectories.jsonl"))
 	if err != nil || string(b) != "{}\n" {
 		t.Fatalf("staging holds %q (%v)", b, err)
+	}
+}
+
+// A mirror of a run store brings the run directory's files (not the
+// ledger, not the workers' records), and putting it back writes what
+// changed and deletes what is gone, leaving no empty directory behind.
+func TestMirrorRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	run := t.TempDir()
+	u, err := RunStoreURL("", run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenRunStore(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for k, v := range map[string]string{
+		"job.yaml": "name: x\n", "stages/a/manifest.json": "{}", "stages/a/rollout.partial/t.jsonl": "{}\n",
+		"ledger/ab/00000000.json": "{}", "stages/b/rollout.remote/c.jsonl": "{}\n",
+	} {
+		if err := s.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := s.Download(ctx, filepath.Join(t.TempDir(), "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]bool{"job.yaml": true, "stages/a/manifest.json": true, "ledger/ab/00000000.json": false, "stages/b/rollout.remote/c.jsonl": false} {
+		if _, err := os.Stat(filepath.Join(m.Dir, k)); (err == nil) != want {
+			t.Fatalf("%s in the mirror: %v, want %v", k, err == nil, want)
+		}
+	}
+	// A staging directory renamed, a manifest rewritten, a file added.
+	if err := os.Rename(filepath.Join(m.Dir, "stages/a/rollout.partial"), filepath.Join(m.Dir, "stages/a/rollout")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.Dir, "stages/a/manifest.json"), []byte(`{"status":"done"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Upload(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"job.yaml", "ledger/ab/00000000.json", "stages/a/manifest.json", "stages/a/rollout/t.jsonl", "stages/b/rollout.remote/c.jsonl"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("store holds %v, want %v", keys, want)
+	}
+	if b, _ := s.Get(ctx, "stages/a/manifest.json"); string(b) != `{"status":"done"}` {
+		t.Fatalf("manifest %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(run, "stages/a/rollout.partial")); !os.IsNotExist(err) {
+		t.Fatalf("the staging directory is still in the store (%v)", err)
+	}
+}
+
+// The rollouts steps wait for are asked for once each, and an error other
+// than waiting wins.
+func TestJoinNeeds(t *testing.T) {
+	need := func(dirs ...string) error {
+		n := &needRollouts{}
+		for _, d := range dirs {
+			n.reqs = append(n.reqs, RolloutRequest{Task: TaskWork{Dir: d, Stage: d}})
+		}
+		return n
+	}
+	err := joinNeeds([]error{nil, need("a", "b"), need("b"), nil, need("c")})
+	var n *needRollouts
+	if !errors.As(err, &n) || len(n.reqs) != 3 || n.reqs[2].Task.Dir != "c" {
+		t.Fatalf("joined %v", err)
+	}
+	boom := errors.New("boom")
+	if err := joinNeeds([]error{need("a"), boom}); err != boom {
+		t.Fatalf("joined %v, want boom", err)
+	}
+	if err := joinNeeds([]error{nil, nil}); err != nil {
+		t.Fatalf("joined %v, want nil", err)
 	}
 }

@@ -118,6 +118,30 @@ type meterLedger struct {
 	w   *LedgerWriter
 	l   *Ledger
 	sum Spend
+	// published is what workers spent on the rollouts published since
+	// (recordsEngine): the stages' manifests count it, the run's spend
+	// (sum) has it already.
+	published Spend
+}
+
+// published adds s, what workers spent on a rollout now published, to
+// the spend the stages' manifests count.
+func (m *Meter) published(s Spend) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ledger.published = m.ledger.published.Add(s)
+}
+
+// stageSpend is the spend a stage's manifest counts the difference of:
+// the meter's, with what workers spent on the rollouts published.
+func (m *Meter) stageSpend() Spend {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.spent()
+	if m.ledger != nil {
+		s = s.Add(m.ledger.published)
+	}
+	return s
 }
 
 // UseLedger makes the meter record each call in l under key and take its

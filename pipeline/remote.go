@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -62,10 +65,20 @@ type TaskResult struct {
 // remotePrefix is where workers leave the records of the rollout at dir.
 func remotePrefix(dir string) string { return dir + remoteSuffix + "/" }
 
-// remoteRecord is the key of task id's record of the rollout at dir.
-func remoteRecord(dir, id string) string {
-	h := sha256.Sum256([]byte(id))
-	return remotePrefix(dir) + hex.EncodeToString(h[:12]) + ".jsonl"
+// record is the key of w's task's record: named by what the task runs
+// (its agent's fingerprint and guideline) as well as by the task, so the
+// records a stage left before its inputs changed are never taken for its
+// new tasks'.
+func (w TaskWork) record() string {
+	b, _ := json.Marshal([]any{w.TaskID, w.Fingerprint, w.Guideline})
+	h := sha256.Sum256(b)
+	return remotePrefix(w.Dir) + hex.EncodeToString(h[:12]) + ".jsonl"
+}
+
+// spend is the key of what the attempt that left w's task's record spent,
+// beside the record.
+func (w TaskWork) spend() string {
+	return strings.TrimSuffix(w.record(), ".jsonl") + ".spend.json"
 }
 
 // Pending returns the indexes of w's tasks no worker has recorded yet.
@@ -79,8 +92,8 @@ func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
 		have[k] = true
 	}
 	var out []int
-	for i, t := range w.Tasks {
-		if !have[remoteRecord(w.dirKey(), t.ID)] {
+	for i := range w.Tasks {
+		if !have[w.Task(i).record()] {
 			out = append(out, i)
 		}
 	}
@@ -88,21 +101,23 @@ func (w RolloutWork) Pending(ctx context.Context) ([]int, error) {
 }
 
 // PublishRemote copies the records workers left for w into the rollout's
-// staging directory, in task order, as the runner writes them, and
-// deletes them from the store; the runner then resumes every recorded
-// task. It returns how many tasks had a record.
-func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
+// staging directory, in task order, as the runner writes them; the runner
+// then resumes every recorded task. It returns how many tasks had a
+// record and what the attempts that left them spent. The records stay in
+// the store until the rollout is there too (Advance deletes them then).
+func PublishRemote(ctx context.Context, w RolloutWork) (int, Spend, error) {
+	var spent Spend
 	staging := w.Dir + ".partial"
 	if err := os.MkdirAll(staging, 0o755); err != nil {
-		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
+		return 0, spent, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
 	if err := rollout.WriteJSON(filepath.Join(staging, rollout.FingerprintFile), w.Fingerprint); err != nil {
-		return 0, err
+		return 0, spent, err
 	}
 	n := 0
 	err := atomicfile.Write(filepath.Join(staging, rollout.TrajectoriesFile), 0o644, func(out io.Writer) error {
-		for _, t := range w.Tasks {
-			b, err := w.Store.Get(ctx, remoteRecord(w.dirKey(), t.ID))
+		for i := range w.Tasks {
+			b, err := w.Store.Get(ctx, w.Task(i).record())
 			if errors.Is(err, ErrNoObject) {
 				continue
 			}
@@ -113,18 +128,29 @@ func PublishRemote(ctx context.Context, w RolloutWork) (int, error) {
 				return err
 			}
 			n++
+			var s Spend
+			b, err = w.Store.Get(ctx, w.Task(i).spend())
+			if err == nil {
+				err = json.Unmarshal(b, &s)
+			}
+			if err != nil && !errors.Is(err, ErrNoObject) {
+				return err
+			}
+			spent = spent.Add(s)
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("publish %s: %w", w.Stage, err)
+		return 0, spent, fmt.Errorf("publish %s: %w", w.Stage, err)
 	}
-	return n, w.Store.DeletePrefix(ctx, remotePrefix(w.dirKey()))
+	return n, spent, nil
 }
 
-// TaskRunner runs single tasks of one run for a worker: it holds the
-// run's runtime (opened once) and the guidelines it compiled.
-type TaskRunner struct {
+// WorkerRun is a run as a worker holds it: the run's runtime (opened
+// once, with the LLM cache), the guidelines it compiled, the run store and
+// its ledger. It runs the run's tasks (RunTask) and advances the run
+// (Advance).
+type WorkerRun struct {
 	p      *runner
 	store  *RunStore
 	ledger *Ledger
@@ -133,11 +159,17 @@ type TaskRunner struct {
 	tmpls  map[string]*compress.Prompt
 }
 
-// OpenTaskRunner opens the run whose store is at storeURL, as the
-// resolved job there describes it. The response cache is off: workers on
-// one machine would contend for its file, and an answer is the same
-// without it.
-func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err error) {
+// maxCacheSlots is how many cache files beside the job's a worker tries
+// when other processes on its machine hold the ones before.
+const maxCacheSlots = 8
+
+// OpenWorkerRun opens the run whose store is at storeURL, as the resolved
+// job there describes it. With the job's cache on, the worker uses the
+// cache file of the job's cache section on its own machine, or, when
+// another process holds that one (a second worker, an in-process run),
+// the first free of path.worker2 … path.worker8: each worker's cache is
+// local to it. An answer is the same from any of them or from none.
+func OpenWorkerRun(ctx context.Context, storeURL string) (_ *WorkerRun, err error) {
 	store, err := OpenRunStore(ctx, storeURL)
 	if err != nil {
 		return nil, err
@@ -155,8 +187,7 @@ func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err er
 	if err != nil {
 		return nil, err
 	}
-	job.Cache.Disabled = true
-	rt, err := Open(ctx, job)
+	rt, err := openWorkerRuntime(ctx, job)
 	if err != nil {
 		return nil, err
 	}
@@ -165,20 +196,47 @@ func OpenTaskRunner(ctx context.Context, storeURL string) (_ *TaskRunner, err er
 		rt.Close()
 		return nil, err
 	}
-	t := &TaskRunner{p: p, store: store, ledger: OpenLedger(store), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
+	t := &WorkerRun{p: p, store: store, ledger: OpenLedger(store), tasks: map[string]env.Task{}, tmpls: map[string]*compress.Prompt{}}
 	for _, task := range p.train {
 		t.tasks[task.ID] = task
 	}
 	return t, nil
 }
 
+// openWorkerRuntime opens job's runtime with the first cache slot no
+// other process holds (OpenWorkerRun).
+func openWorkerRuntime(ctx context.Context, job *Job) (*Runtime, error) {
+	if job.Cache.Disabled {
+		return Open(ctx, job)
+	}
+	path := CachePath(job.Cache.Path)
+	var errs []error
+	for slot := 1; slot <= maxCacheSlots; slot++ {
+		j := *job
+		j.Cache.Path = path
+		if slot > 1 {
+			j.Cache.Path = fmt.Sprintf("%s.worker%d", path, slot)
+		}
+		rt, err := Open(ctx, &j)
+		if err == nil {
+			slog.Info("worker cache", "path", j.Cache.Path)
+			return rt, nil
+		}
+		if errors.Is(err, ErrInvalidInput) || ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no free cache slot: %w", errors.Join(errs...))
+}
+
 // Close releases the run's runtime and store.
-func (t *TaskRunner) Close() error { return errors.Join(t.p.rt.Close(), t.store.Close()) }
+func (t *WorkerRun) Close() error { return errors.Join(t.p.rt.Close(), t.store.Close()) }
 
 // RunTask runs w's task, its calls recorded in the ledger under key, and
 // leaves its record where PublishRemote finds it (written whole, so a task
 // run twice leaves one record).
-func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (TaskResult, error) {
+func (t *WorkerRun) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (TaskResult, error) {
 	task, ok := t.tasks[w.TaskID]
 	if !ok {
 		return TaskResult{}, fmt.Errorf("%w: task %s is not in the run's train split", ErrWorkRefused, w.TaskID)
@@ -203,8 +261,17 @@ func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Ta
 	if err != nil {
 		return TaskResult{}, fmt.Errorf("task %s: %w", task.ID, err)
 	}
-	rec := remoteRecord(w.Dir, task.ID)
-	if err := t.store.Put(ctx, rec, append(line, '\n')); err != nil {
+	// The spend first: a record is a task done, and its spend is then
+	// there for the stage's manifest.
+	spent, err := json.Marshal(meter.Snapshot())
+	if err == nil {
+		err = t.store.Put(ctx, w.spend(), spent)
+	}
+	rec := w.record()
+	if err == nil {
+		err = t.store.Put(ctx, rec, append(line, '\n'))
+	}
+	if err != nil {
 		return TaskResult{}, err
 	}
 	return TaskResult{Record: rec, Success: tr.Success, Spend: meter.Snapshot()}, nil
@@ -212,7 +279,7 @@ func (t *TaskRunner) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Ta
 
 // compiled returns the guideline of src, compiling each source once
 // (creating templates is not safe concurrently).
-func (t *TaskRunner) compiled(src string) (*compress.Prompt, error) {
+func (t *WorkerRun) compiled(src string) (*compress.Prompt, error) {
 	if src == "" {
 		return nil, nil
 	}

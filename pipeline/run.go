@@ -87,15 +87,14 @@ type RunOptions struct {
 // skipped, interrupted ones resume, and stages an earlier run finished with
 // the same inputs are taken from the stage store (unless opts.NoReuse).
 func Run(ctx context.Context, job *Job, outDir string, opts RunOptions) (*RunSummary, error) {
+	if job.Engine.WithDefaults().Kind != EngineInProcess {
+		return runRemote(ctx, job, outDir, opts)
+	}
 	p, err := newRunner(ctx, job, outDir, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer p.rt.Close()
-	defer p.engine.Close()
-	if p.shared != nil {
-		defer p.shared.Close()
-	}
 	var sum *RunSummary
 	err = WithPatience(ctx, job.Rollout.Patience, func() error {
 		// Finished stages are skipped and interrupted ones resume, so
@@ -122,7 +121,7 @@ type runner struct {
 	meter *Meter
 	kind  guideline.Kind
 	// engine runs the rollout stages (engine.go); shared is the run store
-	// of an engine that runs them elsewhere (nil in process).
+	// when workers run them (Advance; nil in process).
 	engine Engine
 	shared *RunStore
 	store  *StageStore // nil: no reuse across runs
@@ -211,19 +210,26 @@ func (p *runner) begin() (*RunSummary, compiled, error) {
 
 // baselines rolls the train split out without compression (ACON's
 // baseline H), with FIFO, and with the starting guideline (H' under P(0)).
+//
+// Run by workers (Advance), the three wait for their rollouts together.
 func (p *runner) baselines(sum *RunSummary, seed compiled) (base, cur *stagedRollout, err error) {
-	if base, err = p.rollout("baseline", compress.None, nil, p.train); err != nil {
+	var waits []error
+	base, err = p.rollout("baseline", compress.None, nil, p.train)
+	if err != nil && !waiting(err) {
+		return nil, nil, err
+	}
+	waits = append(waits, err)
+	fifo, err := p.rollout("fifo", compress.FIFO, nil, p.train)
+	if err != nil && !waiting(err) {
+		return nil, nil, err
+	}
+	waits = append(waits, err)
+	cur, err = p.rollout("prompting", compress.Prompting, seed.g, p.train)
+	if err = joinNeeds(append(waits, err)); err != nil {
 		return nil, nil, err
 	}
 	sum.Baseline = StageSummary{Summary: base.Summary}
-	fifo, err := p.rollout("fifo", compress.FIFO, nil, p.train)
-	if err != nil {
-		return nil, nil, err
-	}
 	sum.FIFO = StageSummary{Summary: fifo.Summary}
-	if cur, err = p.rollout("prompting", compress.Prompting, seed.g, p.train); err != nil {
-		return nil, nil, err
-	}
 	sum.Prompting = StageSummary{Summary: cur.Summary, GuidelineID: seed.rec.ID}
 	return base, cur, nil
 }

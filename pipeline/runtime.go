@@ -60,6 +60,7 @@ type Runtime struct {
 	Tokenizer  *llm.Tokenizer
 
 	cache     *llm.Cache
+	cacheLent bool // the cache is another runtime's (openRuntime)
 	sim       *embedded.Server
 	malformed *malformedLog
 	roles     Roles // the job's, with the embedded model's address filled in
@@ -68,8 +69,15 @@ type Runtime struct {
 // Open prepares a runtime for job. Close releases it. Errors in what the
 // job names (dataset, roles) are marked ErrInvalidInput; others (a locked
 // cache, a port) are not.
-func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
-	rt := &Runtime{Job: job}
+func Open(ctx context.Context, job *Job) (*Runtime, error) {
+	return openRuntime(ctx, job, nil)
+}
+
+// openRuntime is Open with the response cache given, when cache is not
+// nil (a worker opens a runtime per stage of a run, and one process cannot
+// open the cache's file twice): Close leaves it open.
+func openRuntime(ctx context.Context, job *Job, cache *llm.Cache) (_ *Runtime, err error) {
+	rt := &Runtime{Job: job, cache: cache, cacheLent: cache != nil}
 	defer func() {
 		if err != nil {
 			rt.Close()
@@ -88,7 +96,7 @@ func Open(ctx context.Context, job *Job) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !job.Cache.Disabled {
+	if !job.Cache.Disabled && rt.cache == nil {
 		path := CachePath(job.Cache.Path)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("cache dir: %w", err)
@@ -262,7 +270,7 @@ func CachePath(p string) string {
 // Close stops the embedded model and closes the cache.
 func (rt *Runtime) Close() error {
 	var errs []error
-	if rt.cache != nil {
+	if rt.cache != nil && !rt.cacheLent {
 		errs = append(errs, rt.cache.Close())
 	}
 	if rt.sim != nil {

@@ -41,11 +41,15 @@ func newRunner(ctx context.Context, job *Job, outDir string, opts RunOptions) (p
 	if !opts.NoReuse && !job.Cache.Disabled {
 		p.store = &StageStore{dir: StageStoreDir(CachePath(job.Cache.Path))}
 	}
-	if err := p.openEngine(); err != nil {
-		return nil, err
-	}
-	p.agent, p.compressor, p.optimizer, p.embedder = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer), p.meter.Wrap(rt.Embedder)
+	p.engine = inProcess{}
+	p.wrapClients()
 	return p, nil
+}
+
+// wrapClients meters the roles the stages call.
+func (p *runner) wrapClients() {
+	rt := p.rt
+	p.agent, p.compressor, p.optimizer, p.embedder = p.meter.Wrap(rt.Agent), p.meter.Wrap(rt.Compressor), p.meter.Wrap(rt.Optimizer), p.meter.Wrap(rt.Embedder)
 }
 
 // loadStart reads the train split and compiles the starting guidelines:
@@ -101,13 +105,19 @@ func (p *runner) openDir(replace bool) error {
 	if err := atomicfile.WriteFile(filepath.Join(outDir, JobFile), resolved, 0o644); err != nil {
 		return err
 	}
-	if p.reg, err = guideline.OpenRegistry(filepath.Join(outDir, GuidelinesDir)); err != nil {
+	return p.openRecords()
+}
+
+// openRecords opens the guideline registry, the malformed replies and the
+// spend of the run directory.
+func (p *runner) openRecords() (err error) {
+	if p.reg, err = guideline.OpenRegistry(filepath.Join(p.dir, GuidelinesDir)); err != nil {
 		return err
 	}
-	if err := p.rt.RecordMalformed(filepath.Join(outDir, MalformedFile)); err != nil {
+	if err := p.rt.RecordMalformed(filepath.Join(p.dir, MalformedFile)); err != nil {
 		return err
 	}
-	p.meter, err = NewMeter(p.job.Budget, filepath.Join(outDir, SpentFile))
+	p.meter, err = NewMeter(p.job.Budget, filepath.Join(p.dir, SpentFile))
 	return err
 }
 

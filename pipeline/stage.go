@@ -79,8 +79,15 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 	}
 	sum := sha256.Sum256(in)
 	hash := hex.EncodeToString(sum[:])
-	if v, done, err := s.finished(runDir, dir, hash, meter.started); err != nil || done {
+	v, done, cut, err := s.finished(runDir, dir, hash, meter.started)
+	if err != nil || done {
 		return v, err
+	}
+	if meter.ledger == nil {
+		// In process a resumed stage's manifest counts what this
+		// invocation spent, from when it began; advanced by workers
+		// (Advance), what every advance spent on it, from the first.
+		cut = nil
 	}
 	if e := s.store.lookup(s.name, hash); e != "" {
 		v, err := s.reuse(e, runDir, dir, hash, in)
@@ -94,7 +101,7 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 			return zero, fmt.Errorf("stage %s: %w", s.name, err)
 		}
 	}
-	v, err := s.execute(meter, runDir, dir, hash, in)
+	v, err = s.execute(meter, runDir, dir, hash, in, cut)
 	if err == nil {
 		killpoint.Reach("optimize") // a stage done, the next not begun
 	}
@@ -108,17 +115,19 @@ func stage[T any](runDir string, meter *Meter, s stageSpec[T]) (T, error) {
 // A stage this invocation already ran (since: its start), as when a step
 // proposes the same candidate twice, is reused without saying so at Info:
 // "unchanged" speaks of earlier runs only.
-func (s stageSpec[T]) finished(runDir, dir, hash string, since time.Time) (v T, done bool, err error) {
+//
+// cut is the manifest of a stage that was cut off.
+func (s stageSpec[T]) finished(runDir, dir, hash string, since time.Time) (v T, done bool, cut *Manifest, err error) {
 	var old Manifest
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return v, false, nil
+		return v, false, nil, nil
 	}
 	if err != nil {
-		return v, false, fmt.Errorf("stage %s: %w", s.name, err)
+		return v, false, nil, fmt.Errorf("stage %s: %w", s.name, err)
 	}
 	if json.Unmarshal(b, &old) != nil {
-		return v, false, nil
+		return v, false, nil, nil
 	}
 	switch {
 	case old.InputsHash == hash && old.Status == statusDone:
@@ -129,7 +138,7 @@ func (s stageSpec[T]) finished(runDir, dir, hash string, since time.Time) (v T, 
 			} else {
 				slog.Debug("stage done earlier in this run, reused", "stage", s.name)
 			}
-			return v, true, nil
+			return v, true, nil, nil
 		}
 		// A finished stage whose result cannot be read is run again.
 		slog.Warn("stage result unreadable, running it again", "stage", s.name, "err", err)
@@ -138,27 +147,32 @@ func (s stageSpec[T]) finished(runDir, dir, hash string, since time.Time) (v T, 
 		// rollouts) was made with the old inputs too.
 		slog.Info("stage inputs changed, starting over", "stage", s.name)
 		if err := s.clear(runDir, dir); err != nil {
-			return v, false, fmt.Errorf("stage %s: %w", s.name, err)
+			return v, false, nil, fmt.Errorf("stage %s: %w", s.name, err)
 		}
 	default:
 		slog.Info("stage was cut off, resuming", "stage", s.name)
+		return v, false, &old, nil
 	}
-	return v, false, nil
+	return v, false, nil, nil
 }
 
 // execute runs the stage in dir, recording in its manifest what it spent
 // and, once done, its counts; a finished stage is saved to the store.
-func (s stageSpec[T]) execute(meter *Meter, runDir, dir, hash string, in []byte) (T, error) {
+func (s stageSpec[T]) execute(meter *Meter, runDir, dir, hash string, in []byte, cut *Manifest) (T, error) {
 	var zero T
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return zero, fmt.Errorf("stage %s: %w", s.name, err)
 	}
 	mpath := filepath.Join(dir, ManifestFile)
 	m := Manifest{Stage: s.name, InputsHash: hash, Inputs: in, Status: statusRunning, Started: time.Now().UTC()}
+	var prior Spend
+	if cut != nil {
+		m.Started, prior = cut.Started, Spend{Calls: cut.LLMCalls, CacheHits: cut.CacheHits, CostUSD: cut.CostUSD}
+	}
 	if err := rollout.WriteJSON(mpath, m); err != nil {
 		return zero, err
 	}
-	before := meter.Snapshot()
+	before := meter.stageSpend()
 	v, counts, err := s.run(dir)
 	if err == nil && s.load == nil {
 		err = rollout.WriteJSON(filepath.Join(dir, ResultFile), v)
@@ -166,7 +180,7 @@ func (s stageSpec[T]) execute(meter *Meter, runDir, dir, hash string, in []byte)
 	if perr := meter.Persist(); perr != nil && err == nil {
 		err = perr
 	}
-	spent := meter.Snapshot().Sub(before)
+	spent := meter.stageSpend().Sub(before).Add(prior)
 	m.LLMCalls, m.CacheHits, m.CostUSD = spent.Calls, spent.CacheHits, spent.CostUSD
 	if err != nil {
 		_ = rollout.WriteJSON(mpath, m)

@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/ctxopt/ctxopt/compress"
@@ -88,6 +91,12 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 	if err != nil {
 		return dec, err
 	}
+	if d, cands, ok, err := p.proposed(dir); ok || err != nil {
+		if err != nil {
+			return dec, err
+		}
+		return p.selectFrom(round, step, dir, d, cur, tasks, cands)
+	}
 	dec.Tasks = taskIDs(tasks)
 	for _, it := range items {
 		dec.FeedbackTasks = append(dec.FeedbackTasks, it.Compressed.TaskID)
@@ -105,12 +114,57 @@ func (p *runner) runStep(round int, step, dir string, parent compiled, base, cur
 	if err != nil {
 		return dec, err
 	}
+	return p.selectFrom(round, step, dir, dec, cur, tasks, cands)
+}
+
+// selectFrom scores the proposed candidates and decides.
+func (p *runner) selectFrom(round int, step, dir string, dec guideline.Decision, cur *stagedRollout, tasks []env.Task, cands []compiled) (guideline.Decision, error) {
 	if err := p.score(round, step, cur, tasks, cands, &dec); err != nil {
+		if waiting(err) {
+			err = errors.Join(err, rollout.WriteJSON(filepath.Join(dir, proposedFile), dec))
+		}
 		return dec, err
 	}
 	guideline.Decide(&dec)
 	slog.Info("selected", "step", step, "round", round, "chosen", dec.Chosen, "kept_parent", dec.KeptParent, "reason", dec.Reason)
+	// Decided, the step's directory holds what it holds in process.
+	if err := os.Remove(filepath.Join(dir, proposedFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return dec, err
+	}
 	return dec, nil
+}
+
+// proposedFile keeps, in a step's directory, the decision of a step whose
+// candidates wait for their rollouts on workers (Advance), so the next
+// advance scores them without analysing and asking the optimizer again.
+const proposedFile = "proposed.json"
+
+// proposed reads dir's proposal back (ok) with the candidates compiled.
+func (p *runner) proposed(dir string) (dec guideline.Decision, cands []compiled, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, proposedFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return dec, nil, false, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &dec)
+	}
+	if err != nil {
+		return dec, nil, false, fmt.Errorf("%s: %w", proposedFile, err)
+	}
+	cands = make([]compiled, p.job.Optimize.Candidates)
+	for _, c := range dec.Candidates {
+		if !c.Valid {
+			continue
+		}
+		rec, src, err := p.reg.Get(c.ID)
+		if err == nil {
+			cands[c.K], err = p.register(src, rec)
+		}
+		if err != nil {
+			return dec, nil, false, fmt.Errorf("%s: candidate %s: %w", proposedFile, c.ID, err)
+		}
+	}
+	return dec, cands, true, nil
 }
 
 // score rolls every valid candidate out on the selection tasks and scores
@@ -127,12 +181,19 @@ func (p *runner) score(round int, step string, cur *stagedRollout, tasks []env.T
 	name := fmt.Sprintf("r%d-%s-select", round, step)
 	prog := progress.New(name, valid*len(tasks))
 	defer prog.Finish()
+	// Run by workers (Advance), the candidates wait for their rollouts
+	// together.
+	var waits []error
 	for i := range dec.Candidates {
 		c := &dec.Candidates[i]
 		if !c.Valid {
 			continue
 		}
 		res, err := p.rolloutCounted(filepath.Join(name, c.ID), compress.Guideline, cands[c.K].g, tasks, prog)
+		if waiting(err) {
+			waits = append(waits, err)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -144,5 +205,5 @@ func (p *runner) score(round int, step string, cur *stagedRollout, tasks []env.T
 			return err
 		}
 	}
-	return nil
+	return joinNeeds(waits)
 }

@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -137,4 +139,108 @@ func (s *RunStore) DeletePrefix(ctx context.Context, prefix string) error {
 		return os.RemoveAll(filepath.Join(s.dir, filepath.FromSlash(prefix)))
 	}
 	return nil
+}
+
+// mirrorSkip reports whether key is one the run's mirror leaves alone:
+// the spend ledger (only ever summed in place) and the records workers
+// leave beside a rollout (published from the store, remote.go).
+func mirrorSkip(key string) bool {
+	return strings.HasPrefix(key, LedgerDir+"/") || strings.Contains(key, remoteSuffix+"/")
+}
+
+// Mirror is a local copy of a run store's run directory: the stage work
+// a worker does reads and writes it like a run directory, and Upload puts
+// back what changed.
+type Mirror struct {
+	Dir string
+	// have is the SHA-256 of each file as downloaded or uploaded.
+	have map[string][32]byte
+}
+
+// Download copies every object of the run (but ledger entries and worker
+// records) into dir, which must be empty or missing.
+func (s *RunStore) Download(ctx context.Context, dir string) (*Mirror, error) {
+	m := &Mirror{Dir: dir, have: map[string][32]byte{}}
+	keys, err := s.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if mirrorSkip(k) {
+			continue
+		}
+		b, err := s.Get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(dir, filepath.FromSlash(k))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return nil, err
+		}
+		m.have[k] = sha256.Sum256(b)
+	}
+	return m, nil
+}
+
+// Upload makes the store's run directory what m.Dir holds: it writes the
+// files that changed and deletes the objects whose file is gone (a stage
+// that started over, a staging directory renamed), leaving the ledger and
+// worker records alone.
+func (s *RunStore) Upload(ctx context.Context, m *Mirror) error {
+	now := map[string]bool{}
+	err := filepath.WalkDir(m.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(m.Dir, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if mirrorSkip(key) {
+			return nil
+		}
+		now[key] = true
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if h := sha256.Sum256(b); h != m.have[key] {
+			if err := s.Put(ctx, key, b); err != nil {
+				return err
+			}
+			m.have[key] = h
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", m.Dir, err)
+	}
+	for k := range m.have {
+		if now[k] {
+			continue
+		}
+		if err := s.b.Delete(ctx, k); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("delete %s: %w", k, err)
+		}
+		delete(m.have, k)
+		s.removeEmptyParents(k)
+	}
+	return nil
+}
+
+// removeEmptyParents removes the directories of key that deleting it left
+// empty, when the store is a directory (a bucket has no directories).
+func (s *RunStore) removeEmptyParents(key string) {
+	if s.dir == "" {
+		return
+	}
+	for d := filepath.Dir(filepath.Join(s.dir, filepath.FromSlash(key))); strings.HasPrefix(d, s.dir+string(filepath.Separator)); d = filepath.Dir(d) {
+		if os.Remove(d) != nil { // not empty (or gone): its parents are not empty either
+			return
+		}
+	}
 }

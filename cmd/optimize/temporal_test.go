@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,28 +89,73 @@ func startDevServer(t *testing.T, cli string) string {
 	return ""
 }
 
-// startWorker starts `optimize worker` with env added and returns it once
-// it polls.
-func startWorker(t *testing.T, addr string, env []string) *exec.Cmd {
+// startWorker starts `optimize worker` on queue with env added and
+// returns it once it polls.
+func startWorker(t *testing.T, addr, queue string, env []string) *exec.Cmd {
 	t.Helper()
-	cmd, _, _ := startLogged(t, env, "task_queue", "worker", "--temporal-address", addr, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", "5s")
+	cmd, _, _ := startLogged(t, env, "task_queue", "worker", "--temporal-address", addr, "--task-queue", queue, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", "5s")
 	return cmd
 }
 
 // TestTemporalEngineMatchesInProcess runs a small demo job in process and
 // on a real Temporal dev server with two workers, one killed with SIGKILL
-// mid-stage: the run completes, its datasets and selected guideline are
-// byte-identical, spent.json counts exactly the requests the endpoint
-// served, and nothing temporary is left in the run directory.
+// mid-stage, and the driver killed too and started again from another
+// directory: it attaches to the run's workflow, the run completes once,
+// its datasets and selected guideline are byte-identical, spent.json
+// counts the requests the endpoint served (up to the killed worker's calls
+// in flight, below), spent_this_run what every process spent since the
+// second driver started, and nothing temporary is left in the run
+// directory or the bucket.
 //
-// The run's shared files live in the run directory, then in an S3 bucket
-// (an in-process fake served on 127.0.0.1), under the same layout.
+// The run's files live in the run directory, then in an S3 bucket (an
+// in-process fake served on 127.0.0.1), under the same layout. The two
+// share one dev server (each its own task queue, workers and endpoint) and
+// one in-process reference run, and run side by side: much of their time
+// is waiting on the workers.
 func TestTemporalEngineMatchesInProcess(t *testing.T) {
-	cli := temporalCLI(t)
-	// Each has its own dev server, endpoint, workers and directories, and
-	// much of their time is waiting on them: they run side by side.
-	t.Run("run directory", func(t *testing.T) { t.Parallel(); matchInProcess(t, cli, nil) })
-	t.Run("s3", func(t *testing.T) { t.Parallel(); matchInProcess(t, cli, newFakeS3(t)) })
+	addr := startDevServer(t, temporalCLI(t))
+	dir := t.TempDir()
+	// The cache is off so no record counts cache hits; every run calls its
+	// own fresh model (an endpoint's address changes no result).
+	job := func(simAddr string) string {
+		cfg := writeJob(t, t.TempDir(), func(s string) string {
+			s = strings.ReplaceAll(s, "base_url: embedded", "base_url: http://"+simAddr+"/v1\n    no_key: true")
+			s = strings.Replace(s, "  step_limit: 30\n", "  step_limit: 30\n  train_limit: 24\n  test_limit: 8\n", 1)
+			return strings.Replace(s, "cache:\n", "cache:\n  disabled: true\n", 1)
+		})
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	simAddr := freeAddr(t)
+	local := filepath.Join(dir, "inprocess")
+	cfg := filepath.Join(dir, "inprocess.yaml")
+	if err := os.WriteFile(cfg, []byte(job(simAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sim := startSim(t, "--listen", simAddr)
+	if out, err := exec.Command(binary, "run", "--config", cfg, "--out", local).CombinedOutput(); err != nil {
+		t.Fatalf("in-process run: %v\n%s", err, out)
+	}
+	sim.stop()
+	t.Run("variants", func(t *testing.T) {
+		for _, v := range []struct {
+			name string
+			s3   bool
+		}{{"run directory", false}, {"s3", true}} {
+			t.Run(v.name, func(t *testing.T) {
+				t.Parallel()
+				var s3 *fakeS3
+				if v.s3 {
+					s3 = newFakeS3(t)
+				}
+				simAddr := freeAddr(t)
+				matchInProcess(t, addr, simAddr, job(simAddr), local, s3)
+			})
+		}
+	})
 }
 
 // workerConcurrency is the tasks each test worker runs at once.
@@ -151,55 +197,68 @@ func (f *fakeS3) keys(t *testing.T) []string {
 	return out
 }
 
-func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
-	addr := startDevServer(t, cli)
-	dir := t.TempDir()
-	// Both runs call the same endpoint URL (a fresh model each), so the
-	// jobs are the same; the cache is off so no record counts cache hits.
-	simAddr := freeAddr(t)
-	cfg := writeJob(t, dir, func(s string) string {
-		s = strings.ReplaceAll(s, "base_url: embedded", "base_url: http://"+simAddr+"/v1\n    no_key: true")
-		s = strings.Replace(s, "  step_limit: 30\n", "  step_limit: 30\n  train_limit: 40\n  test_limit: 10\n", 1)
-		return strings.Replace(s, "cache:\n", "cache:\n  disabled: true\n", 1)
-	})
-	var env []string
-	remoteCfg := cfg
-	if s3 != nil {
-		env = s3.env
-		remoteCfg = filepath.Join(dir, "job-s3.yaml")
-		b, err := os.ReadFile(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, fmt.Sprintf("\nengine:\n  kind: temporal\n  storage: %q\n", s3.url)...)
-		if err := os.WriteFile(remoteCfg, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+// driver is an `optimize run` on Temporal.
+type driver struct {
+	cmd   *exec.Cmd
+	log   *bytes.Buffer
+	ended chan error
+}
 
-	sim := startSim(t, "--listen", simAddr)
-	local := filepath.Join(dir, "inprocess")
-	if out, err := exec.Command(binary, "run", "--config", cfg, "--out", local).CombinedOutput(); err != nil {
-		t.Fatalf("in-process run: %v\n%s", err, out)
-	}
-	sim.stop()
-
-	sim = startSim(t, "--listen", simAddr)
-	w1, _ := startWorker(t, addr, env), startWorker(t, addr, env)
-	remote := filepath.Join(dir, "temporal")
-	run := exec.Command(binary, "run", "--config", remoteCfg, "--out", remote, "--engine", "temporal", "--temporal-address", addr)
-	run.Env = append(os.Environ(), env...)
-	var runLog bytes.Buffer
-	run.Stdout, run.Stderr = &runLog, &runLog
-	if err := run.Start(); err != nil {
+func startDriver(t *testing.T, cfg, out, addr string, env []string) *driver {
+	t.Helper()
+	d := &driver{log: &bytes.Buffer{}, ended: make(chan error, 1)}
+	d.cmd = exec.Command(binary, "--log-format", "json", "run", "--config", cfg, "--out", out, "--engine", "temporal", "--temporal-address", addr)
+	d.cmd.Env = append(os.Environ(), env...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Kill one worker once the first stage has records from the workers.
+	go func() { d.ended <- d.cmd.Wait() }()
+	return d
+}
+
+// runID is the run workflow's run ID the driver logged with msg; the log
+// is read once the driver has ended.
+func (d *driver) runID(t *testing.T, msg string) string {
+	t.Helper()
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		var rec struct{ Msg, Run string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
+			return rec.Run
+		}
+	}
+	t.Fatalf("the driver did not log %q:\n%s", msg, d.log.String())
+	return ""
+}
+
+// matchInProcess runs the job (YAML text) on Temporal with its files in
+// the run directory or in s3, kills a worker and the driver mid-stage,
+// starts the driver again and compares the run with the in-process one at
+// local.
+func matchInProcess(t *testing.T, addr, simAddr, job, local string, s3 *fakeS3) {
+	dir := t.TempDir()
+	queue := "q-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	engine := fmt.Sprintf("\nengine:\n  kind: temporal\n  task_queue: %s\n", queue)
+	var env []string
+	if s3 != nil {
+		env = s3.env
+		engine += fmt.Sprintf("  storage: %q\n", s3.url)
+	}
+	cfg := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(cfg, []byte(job+engine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sim := startSim(t, "--listen", simAddr)
+	w1, _ := startWorker(t, addr, queue, env), startWorker(t, addr, queue, env)
+	remote := filepath.Join(dir, "first", "temporal")
+	first := startDriver(t, cfg, remote, addr, env)
+	// Kill one worker, and the driver, once the first stages have records
+	// from the workers.
 	recorded := func() int {
 		if s3 != nil {
 			n := 0
 			for _, k := range s3.keys(t) {
-				if strings.Contains(k, ".remote/") {
+				if strings.Contains(k, ".remote/") && strings.HasSuffix(k, ".jsonl") {
 					n++
 				}
 			}
@@ -208,28 +267,37 @@ func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
 		m, _ := filepath.Glob(filepath.Join(remote, "stages", "*", "rollout.remote", "*.jsonl"))
 		return len(m)
 	}
-	// The log is read only once the run has ended: the process writes it
-	// until then.
-	ended := make(chan error, 1)
-	go func() { ended <- run.Wait() }()
 	for deadline := time.Now().Add(3 * time.Minute); recorded() < 4; time.Sleep(20 * time.Millisecond) {
 		select {
-		case err := <-ended:
-			t.Fatalf("the run ended (%v) before 4 tasks were recorded:\n%s", err, runLog.String())
+		case err := <-first.ended:
+			t.Fatalf("the run ended (%v) before 4 tasks were recorded:\n%s", err, first.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			_ = run.Process.Kill()
-			<-ended
-			t.Fatalf("no task was recorded within 3 minutes:\n%s", runLog.String())
+			_ = first.cmd.Process.Kill()
+			<-first.ended
+			t.Fatalf("no task was recorded within 3 minutes:\n%s", first.log.String())
 		}
 	}
 	if err := w1.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	t.Log("worker 1 killed with SIGKILL mid-stage")
-	if err := <-ended; err != nil {
-		t.Fatalf("temporal run: %v\n%s", err, runLog.String())
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.ended
+	t.Log("worker 1 and the driver killed with SIGKILL mid-stage")
+	// The driver again, as on another machine: with its files in the
+	// bucket, from another directory; in the run directory, from there.
+	if s3 != nil {
+		remote = filepath.Join(dir, "second", "temporal")
+	}
+	again := startDriver(t, cfg, remote, addr, env)
+	if err := <-again.ended; err != nil {
+		t.Fatalf("temporal run: %v\n%s", err, again.log.String())
+	}
+	if a, b := first.runID(t, "run started on Temporal"), again.runID(t, "run attached to its running workflow"); a != b {
+		t.Fatalf("the driver started again attached to run %s, the first started %s", b, a)
 	}
 	sim.stop()
 
@@ -240,33 +308,52 @@ func matchInProcess(t *testing.T, cli string, s3 *fakeS3) {
 	}
 	sameFile(t, filepath.Join(local, "guidelines"), filepath.Join(remote, "guidelines"), a.SelectedGuideline+".tmpl")
 	spent := readSpend(t, filepath.Join(remote, "spent.json"))
-	// The ledger records a request before it is sent: a call the killed
-	// worker had recorded but not yet sent is counted and never served (its
-	// tasks run one call at a time, so at most workerConcurrency of them);
-	// a request served and not counted is a bug.
+	// The ledger records a request just before it is sent: a request the
+	// endpoint served and the ledger missed is a bug. A kill between the
+	// ledger's write and the request's leaves one counted that was never
+	// served; the killed worker's tasks make one call at a time, so there
+	// are at most workerConcurrency of them (README, Scale out on
+	// Temporal: why no client-side ledger can be exact under SIGKILL).
 	served := int64(sim.stopped.Requests)
 	if n := int64(spent.Requests); n < served || n > served+workerConcurrency {
 		t.Fatalf("spent.json counts %d requests; the endpoint served %d (by role %v); want %d to %d", n, served, sim.stopped.ByRole, served, served+workerConcurrency)
 	}
-	t.Logf("spent.json: %d requests, the endpoint served %d", spent.Requests, served)
+	// The summary counts what every process spent for the run: the
+	// driver started again began after the first stages' calls.
+	if b.SpentThisRun.Requests <= 0 || b.SpentThisRun.Requests >= spent.Requests || b.Spent.Requests != spent.Requests {
+		t.Fatalf("summary: spent %d requests, this run %d; spent.json %d", b.Spent.Requests, b.SpentThisRun.Requests, spent.Requests)
+	}
+	t.Logf("spent.json: %d requests, the endpoint served %d; spent_this_run %d", spent.Requests, served, b.SpentThisRun.Requests)
 	if left := leftovers(t, remote); len(left) > 0 {
 		t.Fatalf("temporary objects left in the run directory: %v", left)
 	}
 	if s3 != nil {
-		// The bucket keeps the run's layout under its prefix: the job and
-		// the ledger, no record a worker left.
+		// The bucket keeps the run directory's layout under its prefix,
+		// with the ledger, and no record a worker left, no staging or
+		// temporary object.
 		keys := s3.keys(t)
 		for _, k := range keys {
-			if !strings.HasPrefix(k, "nightly/temporal/job.yaml") && !strings.HasPrefix(k, "nightly/temporal/ledger/") {
+			if !strings.HasPrefix(k, "nightly/temporal/") || strings.Contains(k, ".remote/") || strings.Contains(k, ".partial/") || strings.Contains(k, ".tmp-") {
 				t.Fatalf("the bucket holds %s (of %d keys)", k, len(keys))
 			}
 		}
-		t.Logf("bucket: %d keys, all job.yaml and ledger entries", len(keys))
+		for _, want := range []string{"job.yaml", "summary.json", "spent.json", "guidelines/" + a.SelectedGuideline + ".tmpl", "stages/baseline/manifest.json"} {
+			if !slices.Contains(keys, "nightly/temporal/"+want) {
+				t.Fatalf("the bucket lacks %s (of %d keys)", want, len(keys))
+			}
+		}
+		t.Logf("bucket: %d keys, the run directory's layout", len(keys))
 	}
 }
 
 type runSummary struct {
-	SelectedGuideline string `json:"selected_guideline"`
+	SelectedGuideline string     `json:"selected_guideline"`
+	Spent             spendCount `json:"spent"`
+	SpentThisRun      spendCount `json:"spent_this_run"`
+}
+
+type spendCount struct {
+	Requests int `json:"requests"`
 }
 
 func readRunSummary(t *testing.T, dir string) runSummary {

@@ -13,7 +13,7 @@ import (
 func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "worker",
-		Usage: "run the rollouts of jobs with engine: temporal (any number of workers, on any machines that see the run directories)",
+		Usage: "run the stages and rollouts of jobs with engine: temporal (any number of workers, on any machines that see the runs' stores)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "temporal-address", Value: pipeline.DefaultTemporalAddress, Usage: "Temporal frontend `HOST:PORT`"},
 			&cli.StringFlag{Name: "namespace", Value: pipeline.DefaultTemporalNamespace, Usage: "Temporal namespace"},

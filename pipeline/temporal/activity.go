@@ -16,6 +16,8 @@ import (
 // Names under which the workflows and activities are registered.
 const (
 	ActivityRunTask = "ctxopt.RunTask"
+	ActivityAdvance = "ctxopt.Advance"
+	WorkflowRun     = "ctxopt.Run"
 	WorkflowStage   = "ctxopt.Stage"
 	WorkflowChunk   = "ctxopt.Chunk"
 	// refusedType is the error type of work a worker refuses; it is not
@@ -23,45 +25,78 @@ const (
 	refusedType = "ctxopt.Refused"
 )
 
-// TaskRunner runs one task of a run (pipeline.TaskRunner).
-type TaskRunner interface {
+// Run is a run as a worker holds it (pipeline.WorkerRun): it runs one
+// of its tasks, or advances it.
+type Run interface {
 	RunTask(ctx context.Context, w pipeline.TaskWork, key pipeline.LedgerKey) (pipeline.TaskResult, error)
+	Advance(ctx context.Context, name string, key pipeline.LedgerKey) (pipeline.Advanced, error)
 	Close() error
 }
 
 // Activities are the activities a worker runs. It opens each run
 // directory's runtime once and keeps it.
 type Activities struct {
-	// Open opens a run by its store's URL (pipeline.OpenTaskRunner in a
+	// Open opens a run by its store's URL (pipeline.OpenWorkerRun in a
 	// worker).
-	Open func(ctx context.Context, store string) (TaskRunner, error)
+	Open func(ctx context.Context, store string) (Run, error)
 
 	mu   sync.Mutex
-	runs map[string]TaskRunner
+	runs map[string]Run
 }
 
 // RunTask runs one task, heartbeating while it runs so that a worker
 // that dies gives its task to another within the heartbeat timeout. Its
 // calls are recorded in the run's ledger under this attempt's key.
 func (a *Activities) RunTask(ctx context.Context, w pipeline.TaskWork) (pipeline.TaskResult, error) {
-	info := activity.GetInfo(ctx)
-	r, err := a.runner(ctx, w.Store)
+	r, key, stop, err := a.begin(ctx, w.Store)
 	if err != nil {
-		return pipeline.TaskResult{}, classify(err)
+		return pipeline.TaskResult{}, err
 	}
-	key := pipeline.LedgerKey{
-		Workflow: info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID,
-		Activity: info.ActivityID, Attempt: int(info.Attempt),
-	}
-	stop := heartbeat(ctx, info.HeartbeatTimeout)
 	defer stop()
 	res, err := r.RunTask(ctx, w, key)
 	return res, classify(err)
 }
 
+// AdvanceInput names the run an Advance activity advances: its store and
+// its run directory's name.
+type AdvanceInput struct {
+	Store, Name string
+}
+
+// Advance runs the run's stages on this worker (analysis, the optimizer's
+// updates, the final evaluation, the export) from where the run stands
+// until it is done or waits for rollouts (pipeline.WorkerRun.Advance). Its
+// result names the rollouts; the run's files are in its store.
+func (a *Activities) Advance(ctx context.Context, in AdvanceInput) (pipeline.Advanced, error) {
+	r, key, stop, err := a.begin(ctx, in.Store)
+	if err != nil {
+		return pipeline.Advanced{}, err
+	}
+	defer stop()
+	adv, err := r.Advance(ctx, in.Name, key)
+	return adv, classify(err)
+}
+
+// begin opens the activity's run and starts heartbeating, so that a
+// worker that dies gives its work to another within the heartbeat
+// timeout; the activity's calls are recorded in the run's ledger under
+// this attempt's key.
+func (a *Activities) begin(ctx context.Context, store string) (Run, pipeline.LedgerKey, func(), error) {
+	info := activity.GetInfo(ctx)
+	r, err := a.runner(ctx, store)
+	if err != nil {
+		return nil, pipeline.LedgerKey{}, nil, classify(err)
+	}
+	key := pipeline.LedgerKey{
+		Workflow: info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID,
+		Activity: info.ActivityID, Attempt: int(info.Attempt),
+	}
+	return r, key, heartbeat(ctx, info.HeartbeatTimeout), nil
+}
+
 // runner returns the task runner of the run whose store is at store,
 // opening it the first time.
-func (a *Activities) runner(ctx context.Context, store string) (TaskRunner, error) {
+func (a *Activities) runner(ctx context.Context, store string) (Run, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if r := a.runs[store]; r != nil {
@@ -73,7 +108,7 @@ func (a *Activities) runner(ctx context.Context, store string) (TaskRunner, erro
 		return nil, fmt.Errorf("open run %s: %w", store, err)
 	}
 	if a.runs == nil {
-		a.runs = map[string]TaskRunner{}
+		a.runs = map[string]Run{}
 	}
 	a.runs[store] = r
 	return r, nil

@@ -2,107 +2,114 @@ package temporal
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"path/filepath"
+	"slices"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/ctxopt/ctxopt/pipeline"
-	"github.com/ctxopt/ctxopt/rollout"
 )
 
 func init() {
-	pipeline.RegisterEngine(pipeline.EngineTemporal, func(ctx context.Context, spec pipeline.EngineSpec) (pipeline.Engine, error) {
+	pipeline.RegisterEngine(pipeline.EngineTemporal, func(ctx context.Context, spec pipeline.EngineSpec) (pipeline.Driver, error) {
 		c, err := Dial(ctx, spec.Address, spec.Namespace)
 		if err != nil {
 			return nil, err
 		}
-		return &Engine{c: c, queue: spec.TaskQueue, limits: DefaultLimits}, nil
+		return &Driver{c: c, queue: spec.TaskQueue, limits: DefaultLimits, poll: 2 * time.Second}, nil
 	})
 }
 
-// Engine runs rollout stages as StageWorkflows on the task queue.
-type Engine struct {
+// advancesPerRun is how many advances a run workflow's execution runs
+// before it continues as new: an advance and the stages it waits for
+// write a few dozen events, so a history stays far below the limits.
+const advancesPerRun = 50
+
+// Driver runs a run as a RunWorkflow on the task queue.
+type Driver struct {
 	c      client.Client
 	queue  string
 	limits Limits
+	poll   time.Duration // how often the progress is asked for
 }
 
 // Close closes the connection.
-func (e *Engine) Close() error {
-	e.c.Close()
+func (d *Driver) Close() error {
+	d.c.Close()
 	return nil
 }
 
-// Rollout runs the stage's tasks that have no record yet as a workflow
-// (attaching to it when a driver before this one started it), collects
-// the records and lets the runner publish the rollout from them.
-func (e *Engine) Rollout(ctx context.Context, r *rollout.Runner, w pipeline.RolloutWork) (*rollout.Result, error) {
-	res, err := e.run(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	if res.BudgetStop {
-		// The records stay where they are: a re-run with a larger budget
-		// runs only the tasks without one.
-		return nil, fmt.Errorf("stage %s: %d tasks recorded this time: %w", w.Stage, res.Done, budgetErr(res.Reason))
-	}
-	n, err := pipeline.PublishRemote(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	if n != len(w.Tasks) {
-		return nil, fmt.Errorf("stage %s: the workers recorded %d of %d tasks", w.Stage, n, len(w.Tasks))
-	}
-	return r.RunDir(ctx, w.Tasks, w.Dir)
+// WorkflowID is the run workflow's ID of run: derived from the run, so a
+// driver started again on any machine finds it.
+func WorkflowID(run pipeline.RemoteRun) string {
+	return "ctxopt/" + run.Name + "/" + run.ID
 }
 
-// run starts (or attaches to) the stage's workflow for the tasks without
-// a record and waits for it.
-func (e *Engine) run(ctx context.Context, w pipeline.RolloutWork) (StageResult, error) {
-	pending, err := w.Pending(ctx)
-	if err != nil {
-		return StageResult{}, err
-	}
-	if len(pending) == 0 {
-		return StageResult{}, nil
-	}
-	in := StageInput{Task: w.Task(0), Budget: w.Budget, Spent: w.Spent, Limits: e.limits}
-	in.Task.TaskID = ""
-	for _, i := range pending {
-		in.TaskIDs = append(in.TaskIDs, w.Tasks[i].ID)
-	}
-	id := workflowID(w, in.TaskIDs)
-	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: e.queue,
+// Drive starts the run's workflow, or attaches to it when it is running
+// (a driver before this one, here or on another machine, started it),
+// logs its progress and waits for it.
+func (d *Driver) Drive(ctx context.Context, run pipeline.RemoteRun) (pipeline.Driven, error) {
+	id := WorkflowID(run)
+	attached := d.running(ctx, id)
+	wr, err := d.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: d.queue,
+		// A running execution is the run: attach to it. A closed one
+		// (done, failed, cancelled) leaves the run to a new execution,
+		// which skips every finished stage.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, WorkflowStage, in)
+	}, WorkflowRun, RunInput{Store: run.Store, Name: run.Name, Limits: d.limits, AdvancesPerRun: advancesPerRun})
 	if err != nil {
-		return StageResult{}, fmt.Errorf("stage %s: start workflow: %w", w.Stage, err)
+		return pipeline.Driven{}, fmt.Errorf("start the run's workflow %s: %w", id, err)
 	}
-	slog.Info("stage running on Temporal", "stage", w.Stage, "workflow", id, "run", run.GetRunID(), "tasks", len(in.TaskIDs), "task_queue", e.queue)
-	var res StageResult
-	if err := run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("stage %s: workflow %s: %w", w.Stage, id, err)
+	msg := "run started on Temporal"
+	if attached {
+		msg = "run attached to its running workflow"
 	}
-	return res, nil
+	slog.Info(msg, "workflow", id, "run", wr.GetRunID(), "task_queue", d.queue, "store", run.Store)
+	stop := d.watch(ctx, id)
+	defer stop()
+	var res RunResult
+	if err := wr.Get(ctx, &res); err != nil {
+		return pipeline.Driven{Attached: attached}, fmt.Errorf("the run's workflow %s: %w", id, err)
+	}
+	return pipeline.Driven{Attached: attached, Budget: res.Budget}, nil
 }
 
-// workflowID names a stage's workflow by the run directory, the stage and
-// what it runs, so a driver started again attaches to the running one.
-func workflowID(w pipeline.RolloutWork, ids []string) string {
-	b, _ := json.Marshal([]any{w.Store.URL(), w.Fingerprint, w.Guideline, ids})
-	h := sha256.Sum256(b)
-	return "ctxopt/" + filepath.Base(w.RunDir) + "/" + w.Stage + "/" + hex.EncodeToString(h[:8])
+// running reports whether workflow id has an execution running.
+func (d *Driver) running(ctx context.Context, id string) bool {
+	desc, err := d.c.DescribeWorkflow(ctx, id, "")
+	return err == nil && desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
-// budgetErr is the workflow's budget stop as pipeline.ErrBudget.
-func budgetErr(reason string) error {
-	return fmt.Errorf("%w (%s)", pipeline.ErrBudget, reason)
+// watch logs the run's progress when it changes, until stop is called.
+func (d *Driver) watch(ctx context.Context, id string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.poll)
+		defer t.Stop()
+		var last RunProgress
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			v, err := d.c.QueryWorkflow(ctx, id, "", QueryProgress)
+			var p RunProgress
+			if err != nil || v.Get(&p) != nil {
+				continue // between executions, or busy: ask again later
+			}
+			if p.Advances != last.Advances || !slices.Equal(p.Waiting, last.Waiting) {
+				slog.Info("run progress", "advances", p.Advances, "stages", p.Stages, "waiting_for", p.Waiting)
+				last = p
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

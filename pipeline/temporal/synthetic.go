@@ -37,7 +37,7 @@ type SyntheticReport struct {
 	Added []time.Duration
 }
 
-// waitRunner is a TaskRunner that waits.
+// waitRunner is a Run whose tasks wait.
 type waitRunner struct{ d time.Duration }
 
 func (w waitRunner) RunTask(ctx context.Context, _ pipeline.TaskWork, _ pipeline.LedgerKey) (pipeline.TaskResult, error) {
@@ -47,6 +47,10 @@ func (w waitRunner) RunTask(ctx context.Context, _ pipeline.TaskWork, _ pipeline
 	case <-ctx.Done():
 		return pipeline.TaskResult{}, ctx.Err()
 	}
+}
+
+func (waitRunner) Advance(context.Context, string, pipeline.LedgerKey) (pipeline.Advanced, error) {
+	return pipeline.Advanced{}, fmt.Errorf("%w: a synthetic stage is not a run", pipeline.ErrWorkRefused)
 }
 
 func (waitRunner) Close() error { return nil }
@@ -62,7 +66,7 @@ func RunSynthetic(ctx context.Context, s SyntheticStage) (SyntheticReport, error
 	queue := "ctxopt-synthetic-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	for range s.Workers {
 		w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: s.Concurrency})
-		Register(w, &Activities{Open: func(context.Context, string) (TaskRunner, error) { return waitRunner{s.Work}, nil }})
+		Register(w, &Activities{Open: func(context.Context, string) (Run, error) { return waitRunner{s.Work}, nil }})
 		if err := w.Start(); err != nil {
 			return SyntheticReport{}, err
 		}

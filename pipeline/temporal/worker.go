@@ -41,7 +41,9 @@ func Dial(ctx context.Context, address, namespace string) (client.Client, error)
 func Register(w worker.Registry, acts *Activities) {
 	w.RegisterWorkflowWithOptions(StageWorkflow, workflow.RegisterOptions{Name: WorkflowStage})
 	w.RegisterWorkflowWithOptions(ChunkWorkflow, workflow.RegisterOptions{Name: WorkflowChunk})
+	w.RegisterWorkflowWithOptions(RunWorkflow, workflow.RegisterOptions{Name: WorkflowRun})
 	w.RegisterActivityWithOptions(acts.RunTask, activity.RegisterOptions{Name: ActivityRunTask})
+	w.RegisterActivityWithOptions(acts.Advance, activity.RegisterOptions{Name: ActivityAdvance})
 	w.RegisterWorkflowWithOptions(NightlyWorkflow, workflow.RegisterOptions{Name: WorkflowNightly})
 	w.RegisterActivityWithOptions(RunNightly, activity.RegisterOptions{Name: ActivityNightly})
 }
@@ -55,8 +57,8 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		return err
 	}
 	defer c.Close()
-	acts := &Activities{Open: func(ctx context.Context, store string) (TaskRunner, error) {
-		return pipeline.OpenTaskRunner(ctx, store)
+	acts := &Activities{Open: func(ctx context.Context, store string) (Run, error) {
+		return pipeline.OpenWorkerRun(ctx, store)
 	}}
 	defer acts.Close()
 	w := worker.New(c, o.TaskQueue, worker.Options{

@@ -1,7 +1,9 @@
-// Package temporal runs a job's rollout stages on Temporal: each stage is
-// a workflow, its tasks in child workflows of at most Limits.ChunkSize
-// tasks, each task an activity that optimize worker processes run on any
-// machine. It is the only package that imports the Temporal SDK.
+// Package temporal runs a job on Temporal: one workflow per run
+// (RunWorkflow), whose Algorithm 1 advances as activities on workers and
+// whose rollout stages are child workflows, each stage's tasks in child
+// workflows of at most Limits.ChunkSize tasks, each task an activity that
+// optimize worker processes run on any machine. It is the only package
+// that imports the Temporal SDK.
 package temporal
 
 import (
@@ -170,4 +172,122 @@ func ChunkWorkflow(ctx workflow.Context, in ChunkInput) (ChunkResult, error) {
 		wait()
 	}
 	return res, firstErr
+}
+
+// RunInput is a run workflow's input: the run (its store and its run
+// directory's name), and what its executions before this one did (a run
+// that continued as new carries it along).
+type RunInput struct {
+	Store, Name string
+	Limits      Limits
+	// AdvancesPerRun is how many advances an execution runs before it
+	// continues as new.
+	AdvancesPerRun int
+	Advances       int
+	// Stages counts the stage workflows started so far; it names the
+	// next.
+	Stages int
+}
+
+// RunResult is how a run workflow ended: Budget, when set, is why it
+// stopped at the job's budget.
+type RunResult struct {
+	Advances, Stages int
+	Budget           string
+}
+
+// RunProgress is what the progress query answers.
+type RunProgress struct {
+	Advances, Stages int
+	// Waiting names the rollout stages the run waits for.
+	Waiting []string
+}
+
+// QueryProgress is the query a run workflow answers with its RunProgress.
+const QueryProgress = "progress"
+
+// RunWorkflow is one run of a job: Algorithm 1 advances on a worker
+// (ActivityAdvance: analysis, the optimizer's updates, the decisions, the
+// final evaluation, the export) until it waits for rollouts, which run as
+// stage child workflows; then it advances again, until the run is done.
+// The budget is checked in the advances and before every chunk and task.
+func RunWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
+	res := RunResult{Advances: in.Advances, Stages: in.Stages}
+	prog := RunProgress{Advances: in.Advances, Stages: in.Stages}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (RunProgress, error) { return prog, nil }); err != nil {
+		return res, err
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 24 * time.Hour,
+		HeartbeatTimeout:    in.Limits.Heartbeat,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, MaximumAttempts: 5,
+			NonRetryableErrorTypes: []string{refusedType},
+		},
+	})
+	for n := 0; ; n++ {
+		if n == in.AdvancesPerRun {
+			in.Advances, in.Stages = res.Advances, res.Stages
+			return res, workflow.NewContinueAsNewError(ctx, WorkflowRun, in)
+		}
+		var adv pipeline.Advanced
+		if err := workflow.ExecuteActivity(actx, ActivityAdvance, AdvanceInput{Store: in.Store, Name: in.Name}).Get(ctx, &adv); err != nil {
+			return res, err
+		}
+		res.Advances++
+		prog.Advances, prog.Waiting = res.Advances, nil
+		if adv.Budget != "" || len(adv.Needs) == 0 {
+			res.Budget = adv.Budget
+			return res, nil
+		}
+		for _, r := range adv.Needs {
+			prog.Waiting = append(prog.Waiting, r.Task.Stage)
+		}
+		budget, err := runStages(ctx, in.Limits, adv.Needs, &res)
+		prog.Stages = res.Stages
+		if err != nil || budget != "" {
+			res.Budget = budget
+			return res, err
+		}
+	}
+}
+
+// runStages runs the rollout stages a run waits for as child workflows:
+// side by side, or, when the job has a budget, one after the other, each
+// starting from what the ones before spent, so that the budget is checked
+// against all of it. It returns why the budget stopped them, if it did.
+func runStages(ctx workflow.Context, lim Limits, reqs []pipeline.RolloutRequest, res *RunResult) (string, error) {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	start := func(r pipeline.RolloutRequest, spent pipeline.Spend) workflow.ChildWorkflowFuture {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id + "/stage-" + strconv.Itoa(res.Stages)})
+		res.Stages++
+		return workflow.ExecuteChildWorkflow(cctx, WorkflowStage, StageInput{Task: r.Task, TaskIDs: r.TaskIDs, Budget: r.Budget, Spent: spent, Limits: lim})
+	}
+	if reqs[0].Budget != (pipeline.Budget{}) {
+		var extra pipeline.Spend // what the stages before spent
+		for _, r := range reqs {
+			var sr StageResult
+			if err := start(r, r.Spent.Add(extra)).Get(ctx, &sr); err != nil || sr.BudgetStop {
+				return sr.Reason, err
+			}
+			extra = sr.Spent.Sub(r.Spent)
+		}
+		return "", nil
+	}
+	futures := make([]workflow.ChildWorkflowFuture, len(reqs))
+	for i, r := range reqs {
+		futures[i] = start(r, r.Spent)
+	}
+	budget := ""
+	var errs []error
+	for _, f := range futures {
+		var sr StageResult
+		if err := f.Get(ctx, &sr); err != nil {
+			errs = append(errs, err)
+		}
+		if sr.BudgetStop && budget == "" {
+			budget = sr.Reason
+		}
+	}
+	return budget, errors.Join(errs...)
 }

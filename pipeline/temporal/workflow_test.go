@@ -26,6 +26,27 @@ type fakeRunner struct {
 	refuse    string // a task refused outright
 	running   atomic.Int32
 	maxSeen   atomic.Int32
+	// advances scripts Advance: its i-th call returns advances[i], then
+	// the run is done; ranAt records how many tasks had run at each call.
+	advances []pipeline.Advanced
+	ranAt    []int
+}
+
+func (f *fakeRunner) Advance(_ context.Context, name string, _ pipeline.LedgerKey) (pipeline.Advanced, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name != "run-1" {
+		return pipeline.Advanced{}, fmt.Errorf("advance of %q", name)
+	}
+	ran := 0
+	for _, n := range f.attempts {
+		ran += n
+	}
+	f.ranAt = append(f.ranAt, ran)
+	if i := len(f.ranAt) - 1; i < len(f.advances) {
+		return f.advances[i], nil
+	}
+	return pipeline.Advanced{}, nil
 }
 
 func (f *fakeRunner) RunTask(ctx context.Context, w pipeline.TaskWork, key pipeline.LedgerKey) (pipeline.TaskResult, error) {
@@ -60,7 +81,7 @@ func newEnv(t *testing.T, f *fakeRunner) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	Register(env, &Activities{Open: func(context.Context, string) (TaskRunner, error) { return f, nil }})
+	Register(env, &Activities{Open: func(context.Context, string) (Run, error) { return f, nil }})
 	return env
 }
 
@@ -204,5 +225,95 @@ func TestBudgetStopsScheduling(t *testing.T) {
 				t.Fatalf("budget stop %v, done %d, tasks run %d; want true, %d", res.BudgetStop, res.Done, len(f.attempts), tc.wantDone)
 			}
 		})
+	}
+}
+
+// need is a rollout request of stage for tasks.
+func need(stage string, tasks []string, budget pipeline.Budget) pipeline.RolloutRequest {
+	return pipeline.RolloutRequest{Task: pipeline.TaskWork{Stage: stage}, TaskIDs: tasks, Budget: budget}
+}
+
+// runAll runs a run workflow to its end, following continue-as-new, and
+// returns its result and how many executions it took.
+func runAll(t *testing.T, f *fakeRunner, in RunInput) (RunResult, int, error) {
+	t.Helper()
+	for execs := 1; ; execs++ {
+		env := newEnv(t, f)
+		env.ExecuteWorkflow(WorkflowRun, in)
+		if !env.IsWorkflowCompleted() {
+			t.Fatal("workflow did not complete")
+		}
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if errors.As(err, &can) {
+			in = RunInput{}
+			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err != nil {
+			return RunResult{}, execs, err
+		}
+		var res RunResult
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		return res, execs, nil
+	}
+}
+
+// A run advances until it waits for rollouts, runs them as stages (the
+// stages of one advance side by side), advances again once they are all
+// done, and continues as new every AdvancesPerRun advances.
+func TestRunAdvancesBetweenStages(t *testing.T) {
+	f := newFake()
+	ts := ids(12)
+	f.advances = []pipeline.Advanced{
+		{Needs: []pipeline.RolloutRequest{need("baseline", ts[:4], pipeline.Budget{}), need("fifo", ts[4:7], pipeline.Budget{})}},
+		{Needs: []pipeline.RolloutRequest{need("r1-ut-select", ts[7:], pipeline.Budget{})}},
+	}
+	lim := Limits{Window: 2, ChunkSize: 3, ChunksPerRun: 100, Heartbeat: time.Second}
+	res, execs, err := runAll(t, f, RunInput{Name: "run-1", Limits: lim, AdvancesPerRun: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Advance 1 before any task, 2 after the first two stages' 7 tasks,
+	// 3 (in the second execution) after all 12; three stages.
+	if res.Advances != 3 || res.Stages != 3 || res.Budget != "" || execs != 2 || fmt.Sprint(f.ranAt) != "[0 7 12]" {
+		t.Fatalf("advances %d, stages %d, budget %q, executions %d, tasks run at each advance %v; want 3, 3, \"\", 2, [0 7 12]", res.Advances, res.Stages, res.Budget, execs, f.ranAt)
+	}
+	for _, id := range ts {
+		if f.attempts[id] != 1 {
+			t.Fatalf("task %s ran %d times", id, f.attempts[id])
+		}
+	}
+}
+
+// With a budget, the stages of an advance run one after the other, each
+// from what the ones before spent: the run stops at the budget as if they
+// were one stage, and advances no more.
+func TestRunStopsAtTheBudget(t *testing.T) {
+	f := newFake()
+	ts := ids(20)
+	b := pipeline.Budget{LLMCalls: 10}
+	f.advances = []pipeline.Advanced{
+		{Needs: []pipeline.RolloutRequest{need("baseline", ts[:6], b), need("fifo", ts[6:12], b), need("prompting", ts[12:], b)}},
+	}
+	res, _, err := runAll(t, f, RunInput{Name: "run-1", Limits: Limits{Window: 1, ChunkSize: 50, ChunksPerRun: 100, Heartbeat: time.Second}, AdvancesPerRun: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One call per task: 6 in the first stage, 4 in the second, none in
+	// the third.
+	if res.Budget == "" || res.Advances != 1 || res.Stages != 2 || len(f.attempts) != 10 || f.attempts[ts[9]] != 1 {
+		t.Fatalf("budget %q, advances %d, stages %d, tasks run %d; want a stop after 1 advance, 2 stages, 10 tasks", res.Budget, res.Advances, res.Stages, len(f.attempts))
+	}
+	// An advance that reaches the budget itself stops the run too.
+	f = newFake()
+	f.advances = []pipeline.Advanced{{Budget: "budget reached: 10 LLM calls"}}
+	res, _, err = runAll(t, f, RunInput{Name: "run-1", Limits: Limits{Window: 1, ChunkSize: 50, ChunksPerRun: 100, Heartbeat: time.Second}, AdvancesPerRun: 10})
+	if err != nil || res.Budget != "budget reached: 10 LLM calls" || res.Advances != 1 {
+		t.Fatalf("err %v, budget %q, advances %d", err, res.Budget, res.Advances)
 	}
 }
