@@ -12,8 +12,6 @@ from evaltables import load, paired
 SETTINGS = {"mixed": "mixed (embedded agent, real compressor)", "all": "all-real (every role on the real model)"}
 
 
-
-
 def table(out: Path, setting: str) -> dict[str, float]:
     ev = out / f"{setting}-eval"
     s = load(ev / "summary.json")
@@ -30,6 +28,9 @@ def table(out: Path, setting: str) -> dict[str, float]:
 
 
 def verdict(out: Path, setting: str, rates: dict[str, float]) -> None:
+    """One line per guideline: its success against prompting's, the paired
+    difference with its interval, and the plain answer (a lower point
+    estimate whose interval holds 0 is reported as lower, not as a tie)."""
     for cand in ("keep-facts", "selected"):
         c = next((c for c in load(out / f"{setting}-eval-vs-prompting" / "comparisons.json") if c["candidate"] == cand), None)
         if c is None:
@@ -38,10 +39,12 @@ def verdict(out: Path, setting: str, rates: dict[str, float]) -> None:
         if d["low"] > 0:
             word = "beats prompting (the 95% interval of the difference is above 0)"
         elif d["high"] < 0:
-            word = "loses to prompting (the 95% interval is below 0)"
+            word = "loses to prompting (the 95% interval of the difference is below 0)"
         else:
-            word = f"does not beat prompting: no difference shown (interval [{d['low']:+.2f}, {d['high']:+.2f}] holds 0)"
-        print(f"- {SETTINGS[setting].split(' (')[0]}: {cand} ({rates[cand]:.2f}) {word}.")
+            side = "higher" if d["point"] > 0 else "lower" if d["point"] < 0 else "equal"
+            word = f"does not beat prompting: its success is {side}, but the interval holds 0 (no difference shown)"
+        print(f"- {SETTINGS[setting].split(' (')[0]}: {cand} {rates[cand]:.2f} against prompting {rates.get('prompting', float('nan')):.2f}, "
+              f"Δ {paired(out / f'{setting}-eval-vs-prompting', cand)}: {word}.")
 
 
 def main() -> None:
