@@ -12,6 +12,16 @@
 # prompting). About 90 minutes on two idle cores. Writes
 # .cache/real-model/quality/real-quality.md, the figures for
 # docs/real-quality.md. See README.md beside this file.
+#
+# Re-running resumes: optimize run takes the stages it finished and eval
+# the rollouts it finished (steps.tsv times the last invocation only;
+# REAL_FRESH=1 starts over). On a loaded machine the experiment can be
+# made smaller, each knob documented with the figures it produced:
+#   QUALITY_SELECTION_TASKS  tasks each candidate guideline is selected on (4)
+#   QUALITY_TEST_TASKS       mixed setting's test tasks (20)
+#   QUALITY_ALL_TASKS        all-real setting's test tasks, its first ones (4;
+#                            0 leaves the all-real setting out)
+# A larger QUALITY_TEST_TASKS later re-uses every rollout already run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HERE=scripts/real-model
@@ -19,10 +29,17 @@ REAL_OUT=${REAL_OUT:-.cache/real-model/quality}
 source "$HERE/lib.sh"
 
 MODEL=$WORK/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+# sized JOB KEY N: sets the job copy's KEY (a line "  KEY: value") to N,
+# failing when the job has no such line.
+sized() {
+	grep -q "^  $2: " "$1" || { echo "$1 has no $2 to set" >&2; exit 2; }
+	sed -i -E "s/^(  $2:) [0-9]+/\1 $3/" "$1"
+}
 CANDIDATES=(--candidate none=none --candidate prompting=prompting
 	--candidate "keep-facts=guideline,guideline=$HERE/keep-facts.tmpl"
 	--candidate selected=guideline,guideline=selected)
-rm -rf "$OUT" && mkdir -p "$OUT"
+[[ -z ${REAL_FRESH:-} ]] || rm -rf "$OUT"
+mkdir -p "$OUT" && rm -f "$OUT/steps.tsv"
 trap cleanup EXIT
 check_ports "$PORT" $((PORT + 1))
 
@@ -37,6 +54,9 @@ step build "build optimize"
 go build -o bin/optimize ./cmd/optimize
 job real-mixed
 job real-all
+sized "$OUT/real-mixed.yaml" selection_tasks "${QUALITY_SELECTION_TASKS:-4}"
+sized "$OUT/real-mixed.yaml" test_limit "${QUALITY_TEST_TASKS:-20}"
+((${QUALITY_ALL_TASKS:-4} == 0)) || sized "$OUT/real-all.yaml" test_limit "${QUALITY_ALL_TASKS:-4}"
 
 step server "start llama.cpp (xllamacpp) on 127.0.0.1:$PORT (chat) and :$((PORT + 1)) (embeddings)"
 serve "$MODEL" "$PORT" "$OUT/server"
@@ -49,17 +69,19 @@ $NICE ./bin/optimize run --config "$OUT/real-mixed.yaml" --out "$OUT/mixed-run" 
 eval_both() {
 	$NICE ./bin/optimize eval --config "$OUT/real-$1.yaml" --split test --run "$OUT/mixed-run" \
 		"${CANDIDATES[@]}" --out "$OUT/$1-eval" >"$OUT/$1-eval.txt" 2>"$OUT/$1-eval.log"
-	cp -r "$OUT/$1-eval" "$OUT/$1-eval-vs-prompting"
+	rm -rf "$OUT/$1-eval-vs-prompting" && cp -r "$OUT/$1-eval" "$OUT/$1-eval-vs-prompting"
 	./bin/optimize eval --config "$OUT/real-$1.yaml" --split test --run "$OUT/mixed-run" \
 		"${CANDIDATES[@]}" --reference prompting --out "$OUT/$1-eval-vs-prompting" \
 		>"$OUT/$1-eval-vs-prompting.txt" 2>"$OUT/$1-eval-vs-prompting.log"
 }
 
-step mixed_eval "mixed: optimize eval of none, prompting, keep-facts, selected on 20 test tasks"
+step mixed_eval "mixed: optimize eval of none, prompting, keep-facts, selected on ${QUALITY_TEST_TASKS:-20} test tasks"
 eval_both mixed
 
-step all_eval "all-real: optimize eval of the same candidates on the first 4 of those tasks"
-eval_both all
+if ((${QUALITY_ALL_TASKS:-4} > 0)); then
+	step all_eval "all-real: optimize eval of the same candidates on the first ${QUALITY_ALL_TASKS:-4} of those tasks"
+	eval_both all
+fi
 
 step server_stop "stop the server"
 stop_server "$PORT" $((PORT + 1))
