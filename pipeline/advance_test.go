@@ -45,17 +45,7 @@ func TestWorkerCacheSlots(t *testing.T) {
 	ctx := context.Background()
 	job := smallJob(t, 2, "")
 	runDir := t.TempDir()
-	url, err := RunStoreURL("", runDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := job.Resolved()
-	if err == nil {
-		err = os.WriteFile(filepath.Join(runDir, JobFile), resolved, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := storeJob(t, job, runDir)
 	var paths []string
 	for range 3 {
 		w, err := OpenWorkerRun(ctx, url)
@@ -82,17 +72,7 @@ func matchAdvanced(t *testing.T, job *Job) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	url, err := RunStoreURL("", runDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := job.Resolved()
-	if err == nil {
-		err = os.WriteFile(filepath.Join(runDir, JobFile), resolved, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := storeJob(t, job, runDir)
 	var workers [2]*WorkerRun
 	for i := range workers {
 		if workers[i], err = OpenWorkerRun(ctx, url); err != nil {
@@ -135,17 +115,7 @@ func TestAdvanceStopsAtTheBudget(t *testing.T) {
 	job.Cache.Disabled = true
 	job.Budget.LLMCalls = 5
 	runDir := t.TempDir()
-	url, err := RunStoreURL("", runDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := job.Resolved()
-	if err == nil {
-		err = os.WriteFile(filepath.Join(runDir, JobFile), resolved, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := storeJob(t, job, runDir)
 	w, err := OpenWorkerRun(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +154,24 @@ func TestAdvanceStopsAtTheBudget(t *testing.T) {
 
 // advanceAll advances the run until it is done, running the tasks it
 // waits for on the workers in turn, and returns how many advances it took.
+// storeJob writes job's resolved form into runDir, as the driver puts it
+// in the run store, and returns the store's URL.
+func storeJob(t *testing.T, job *Job, runDir string) string {
+	t.Helper()
+	url, err := RunStoreURL("", runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := job.Resolved()
+	if err == nil {
+		err = os.WriteFile(filepath.Join(runDir, JobFile), resolved, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
 func advanceAll(t *testing.T, workers [2]*WorkerRun) int {
 	t.Helper()
 	ctx := context.Background()
