@@ -207,24 +207,28 @@ func (c *compactor) prepare(ctx context.Context, conv *conversation, tenant stri
 		return out, nil
 	}
 	late := view > c.cfg.Threshold
-	if late && (c.cfg.keptTokens() == 0 || c.truncates(sp, s)) {
+	// Laid out once: the same layout says whether the request would leave
+	// turns out (the one case worth a wait when keep_tokens bounds the
+	// verbatim turns) and is what it sends when it does not wait.
+	var f folding
+	var body []byte
+	var err error
+	wait := late && c.cfg.keptTokens() == 0
+	if !wait {
+		f, body, err = c.plan(sp, s)
+		wait = late && (err != nil || f.truncated(sp, s))
+	}
+	if wait {
 		out.waited = c.await(ctx, sp, s)
 		// The summary may also have landed since s was read.
 		s = c.session(sp)
 		late = c.view(sp, s) > c.cfg.Threshold
+		f, body, err = c.plan(sp, s)
 	}
-	return c.compose(sp, s, out, late)
-}
-
-// truncates reports whether the request, sent with summary s, would have
-// to leave turns out to fit the threshold, however much is folded.
-func (c *compactor) truncates(sp *span, s session) bool {
-	note, err := foldedNote()
 	if err != nil {
-		return true
+		return out, err
 	}
-	from := sp.conv.head + s.Covered
-	return c.layout(sp, from, c.fixed(sp, s), note).drop > from
+	return c.compose(sp, s, f, body, out, late), nil
 }
 
 // fixed is the tokens of the head and summary s.
@@ -235,23 +239,22 @@ func (c *compactor) fixed(sp *span, s session) int {
 	return sp.headTok + c.tok.Count(s.Summary)
 }
 
-// compose sends the request as head, summary s and the turns since it:
-// the newest within keep_tokens verbatim (the last turn always), older
-// ones with their tool outputs folded, as many more as the threshold
-// needs, and the oldest left out if even that passes it. late says the
-// summary the request needed was not ready: it is counted and logged as
-// bypassed.
-func (c *compactor) compose(sp *span, s session, out outcome, late bool) (outcome, error) {
-	f, body, err := c.plan(sp, s)
-	if err != nil || body == nil {
-		return out, err // body nil: no summary and nothing to fold, as sent
+// compose sends the request as plan laid it out (f, body) with summary
+// s: head, summary and the turns since it, the newest within keep_tokens
+// verbatim (the last turn always), older ones with their tool outputs
+// folded, as many more as the threshold needs, and the oldest left out if
+// even that passes it. late says the summary the request needed was not
+// ready: it is counted and logged as bypassed.
+func (c *compactor) compose(sp *span, s session, f folding, body []byte, out outcome, late bool) outcome {
+	if body == nil {
+		return out // no summary and nothing to fold: as sent
 	}
 	out.body, out.compressed, out.sent = body, true, f.tokens
 	out.guidelineID, out.link = s.GuidelineID, s.Link
 	c.m.tokensSaved.Add(float64(max(0, out.original-out.sent)))
 	if late {
 		out.bypassed, out.link = true, BackendFolded
-		if f.drop > sp.conv.head+s.Covered {
+		if f.truncated(sp, s) {
 			out.link = LinkTruncation
 		}
 		c.m.summaryBypassed.Inc()
@@ -259,7 +262,7 @@ func (c *compactor) compose(sp *span, s session, out outcome, late bool) (outcom
 			"tokens_sent", out.sent, "summary_covers", s.Covered, "folded_messages", f.verbatim-f.drop,
 			"dropped_messages", f.drop-sp.conv.head-s.Covered)
 	}
-	return out, nil
+	return out
 }
 
 // plan lays sp out with summary s as compose sends it, with no side

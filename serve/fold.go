@@ -31,6 +31,10 @@ type folding struct {
 	tokens int
 }
 
+// truncated reports whether f, laid out after summary s, leaves turns out
+// to fit the threshold, however much is folded.
+func (f folding) truncated(sp *span, s session) bool { return f.drop > sp.conv.head+s.Covered }
+
 // foldedTok is the token count of raw message i with its tool outputs
 // folded, where a folded output counts noteTok.
 func (c *compactor) foldedTok(sp *span, i, noteTok int) int {
