@@ -71,6 +71,10 @@ func NewClient(role string, cfg RoleConfig, cache *Cache) (*Client, error) {
 // Role is the role name the client was built for.
 func (c *Client) Role() string { return c.role }
 
+// BaseURL is the endpoint's base URL, without a trailing slash: the
+// requests of the client go to paths under it.
+func (c *Client) BaseURL() string { return normURL(c.cfg.BaseURL) }
+
 // Model is the model the client asks for.
 func (c *Client) Model() string { return c.cfg.Model }
 

@@ -99,9 +99,21 @@ type Try struct {
 }
 
 type (
-	tryKey  struct{}
-	stopKey struct{}
+	tryKey   struct{}
+	stopKey  struct{}
+	proxyKey struct{}
 )
+
+// Proxy routes one attempt of a request elsewhere: it returns the request
+// to send in its place (a metering proxy's URL, with headers naming the
+// endpoint and the attempt), whose answer is taken as the endpoint's. It
+// is called once per attempt, so each retry is routed, and named, anew.
+type Proxy func(*http.Request) (*http.Request, error)
+
+// WithProxy returns ctx whose requests a Retrier sends through p.
+func WithProxy(ctx context.Context, p Proxy) context.Context {
+	return context.WithValue(ctx, proxyKey{}, p)
+}
 
 // WithTry returns ctx carrying a Try that a Retrier fills in for a request
 // sent with it. A Try serves one request at a time.
@@ -190,6 +202,16 @@ func (rt *Retrier) attempt(req *http.Request, timeout time.Duration, t *Try) (_ 
 			return nil, false, err
 		}
 		defer rt.limit.release()
+	}
+	if p, _ := ctx.Value(proxyKey{}).(Proxy); p != nil {
+		pr, err := p(r)
+		if err != nil {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return nil, false, fmt.Errorf("route through the proxy: %w", err)
+		}
+		r = pr
 	}
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {

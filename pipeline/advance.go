@@ -189,6 +189,7 @@ func (t *WorkerRun) runner(ctx context.Context, dir string, key LedgerKey) (p *r
 	if err := p.meter.UseLedger(t.ledger, key); err != nil {
 		return nil, nil, err
 	}
+	p.meter.ledger.proxy = t.proxy
 	eng.meter = p.meter
 	p.wrapClients()
 	return p, eng, nil

@@ -155,9 +155,15 @@ func (m *Meter) add(c *llm.Client, resp llm.Response, billed llm.Usage) {
 	u.PromptTokens += billed.PromptTokens
 	u.CompletionTokens += billed.CompletionTokens
 	m.billed[c] = u
+	proxied := m.ledger != nil && m.ledger.proxy != nil
 	m.mu.Unlock()
-	// Its requests were recorded as they were sent (traced).
-	m.record(Spend{Calls: 1, Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, CostUSD: c.Cost(billed)})
+	// Its requests were recorded as they were sent (traced); through a
+	// metering proxy, this process counts them, and the proxy records them.
+	s := Spend{Calls: 1, Tokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens, CostUSD: c.Cost(billed)}
+	if proxied {
+		s.Requests = 1 + resp.Retries
+	}
+	m.record(s)
 	m.journal()
 }
 
@@ -169,7 +175,11 @@ func (m *Meter) failed(err error) {
 	}
 	m.mu.Lock()
 	m.run.Requests += n
+	proxied := m.ledger != nil && m.ledger.proxy != nil
 	m.mu.Unlock()
+	if proxied {
+		m.record(Spend{Requests: n}) // counted here, recorded by the proxy
+	}
 	m.journal() // a ledger has its requests: they were recorded as sent
 }
 
@@ -211,7 +221,7 @@ func (c *Metered) Complete(ctx context.Context, req llm.Request) (llm.Response, 
 	if err := c.meter.check(); err != nil {
 		return llm.Response{}, err
 	}
-	resp, err := c.Client.Complete(c.meter.traced(ctx), req)
+	resp, err := c.Client.Complete(c.meter.traced(ctx, c.Client.BaseURL()), req)
 	if err == nil {
 		c.meter.add(c.Client, resp, resp.Usage)
 	} else {
@@ -226,7 +236,7 @@ func (c *Metered) Embed(ctx context.Context, texts []string) ([][]float32, llm.U
 	if err := c.meter.check(); err != nil {
 		return nil, llm.Usage{}, err
 	}
-	e, err := c.Client.Embeddings(c.meter.traced(ctx), texts)
+	e, err := c.Client.Embeddings(c.meter.traced(ctx, c.Client.BaseURL()), texts)
 	switch {
 	case err != nil:
 		c.meter.failed(err)

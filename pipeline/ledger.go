@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptrace"
+	"net/url"
 	"slices"
 	"sync"
+
+	"github.com/ctxopt/ctxopt/llm"
 )
 
 // LedgerDir is the run store's spend ledger: with an engine that runs
@@ -98,16 +101,35 @@ type LedgerWriter struct {
 func (w *LedgerWriter) Record(s Spend) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := LedgerEntry{LedgerKey: w.key, Request: w.next, Spend: s}
-	b, err := json.Marshal(e)
+	// The write completes even when the work it records was cancelled.
+	if err := w.put(context.Background(), w.next, s); err != nil {
+		return err
+	}
+	w.next++
+	return nil
+}
+
+// reserve takes the next request number for an entry another process
+// writes (the metering proxy, meterproxy.go), so that it and this
+// writer's own entries never share an object.
+func (w *LedgerWriter) reserve() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.next
+	w.next++
+	return n
+}
+
+// put writes the entry of request n: the same (key, request) is the same
+// object, so an entry written again still counts once.
+func (w *LedgerWriter) put(ctx context.Context, n int, s Spend) error {
+	b, err := json.Marshal(LedgerEntry{LedgerKey: w.key, Request: n, Spend: s})
 	if err != nil {
 		return err
 	}
-	// The write completes even when the work it records was cancelled.
-	if err := w.s.Put(context.Background(), fmt.Sprintf("%s%08d.json", w.prefix, w.next), b); err != nil {
+	if err := w.s.Put(ctx, fmt.Sprintf("%s%08d.json", w.prefix, n), b); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	w.next++
 	return nil
 }
 
@@ -118,6 +140,10 @@ type meterLedger struct {
 	w   *LedgerWriter
 	l   *Ledger
 	sum Spend
+	// proxy, when set, is the metering proxy the calls' requests go
+	// through: it records their requests and tokens (meterproxy.go), and
+	// this process the rest.
+	proxy *url.URL
 	// published is what workers spent on the rollouts published since
 	// (recordsEngine): the stages' manifests count it, the run's spend
 	// (sum) has it already.
@@ -185,9 +211,17 @@ func (m *Meter) Refresh() error {
 // endpoint never saw: the ledger may count one too many per call in
 // flight at a kill, never one too few (recorded after the write instead,
 // a kill during the ledger's write lost a request the endpoint served).
-func (m *Meter) traced(ctx context.Context) context.Context {
+//
+// With a metering proxy, base's requests go through it instead, each
+// named by its attempt's key and a request number of its own: the proxy
+// records each where the endpoint answers it, and no process's death
+// between the two can part them.
+func (m *Meter) traced(ctx context.Context, base string) context.Context {
 	if m.ledger == nil {
 		return ctx
+	}
+	if m.ledger.proxy != nil {
+		return llm.WithProxy(ctx, meterRoute(m.ledger.proxy, base, m.ledger.w))
 	}
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { m.record(Spend{Requests: 1}) },
@@ -201,12 +235,21 @@ func (m *Meter) traced(ctx context.Context) context.Context {
 
 // record writes one call's spend to the ledger, if any. A call the ledger
 // could not record is still counted in this process (and logged).
+//
+// Through a metering proxy, the requests and tokens of s are the proxy's
+// to record: they are counted here (the attempt's spend) but not written.
 func (m *Meter) record(s Spend) {
 	if m.ledger == nil {
 		return
 	}
-	if err := m.ledger.w.Record(s); err != nil {
-		slog.Warn("could not record a call in the spend ledger", "err", err)
+	w := s
+	if m.ledger.proxy != nil {
+		w.Requests, w.Tokens = 0, 0
+	}
+	if w != (Spend{}) {
+		if err := m.ledger.w.Record(w); err != nil {
+			slog.Warn("could not record a call in the spend ledger", "err", err)
+		}
 	}
 	m.mu.Lock()
 	m.ledger.sum = m.ledger.sum.Add(s)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,7 +158,15 @@ type WorkerRun struct {
 	tasks  map[string]env.Task
 	mu     sync.Mutex
 	tmpls  map[string]*compress.Prompt
+	// proxy, when set, is the metering proxy the run's LLM requests go
+	// through (SendThrough).
+	proxy *url.URL
 }
+
+// SendThrough makes the run's LLM requests go through the metering proxy
+// at proxy (ParseMeterURL), which records them in the ledger; this
+// process then records the rest of their spend (costs, cache hits) only.
+func (t *WorkerRun) SendThrough(proxy *url.URL) { t.proxy = proxy }
 
 // maxCacheSlots is how many cache files beside the job's a worker tries
 // when other processes on its machine hold the ones before.
@@ -246,6 +255,7 @@ func (t *WorkerRun) RunTask(ctx context.Context, w TaskWork, key LedgerKey) (Tas
 		return TaskResult{}, err
 	}
 	meter := NewAttemptMeter(t.ledger, key)
+	meter.ledger.proxy = t.proxy
 	agent, _, err := t.p.agentWith(w.Strategy, g, meter.Wrap(t.p.rt.Agent), meter.Wrap(t.p.rt.Compressor), meter.Wrap(t.p.rt.Embedder))
 	if err != nil {
 		return TaskResult{}, err

@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			distillCommand(),
 			importCommand(),
 			simCommand(),
+			meterCommand(),
 			workerCommand(),
 			scheduleCommand(),
 			serveCommand(),

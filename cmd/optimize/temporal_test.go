@@ -89,12 +89,21 @@ func startDevServer(t *testing.T, cli string) string {
 	return ""
 }
 
-// startWorker starts `optimize worker` on queue with env added and
-// returns it once it polls.
-func startWorker(t *testing.T, addr, queue string, env []string) *exec.Cmd {
+// startWorker starts `optimize worker` on queue with env added, its LLM
+// requests through the metering proxy at meter, and returns it once it
+// polls.
+func startWorker(t *testing.T, addr, queue, meter string, env []string) *exec.Cmd {
 	t.Helper()
-	cmd, _, _ := startLogged(t, env, "task_queue", "worker", "--temporal-address", addr, "--task-queue", queue, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", "5s")
+	cmd, _, _ := startLogged(t, env, "task_queue", "worker", "--temporal-address", addr, "--task-queue", queue, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", "5s", "--meter", meter)
 	return cmd
+}
+
+// startMeter starts `optimize meter` in front of the endpoint upstream,
+// writing the ledgers of the run stores under store, and returns it with
+// its URL once it listens.
+func startMeter(t *testing.T, upstream, store string, env []string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	return startLogged(t, env, "url", "meter", "--listen", "127.0.0.1:0", "--upstream", upstream, "--store", store)
 }
 
 // TestTemporalEngineMatchesInProcess runs a small demo job in process and
@@ -102,10 +111,10 @@ func startWorker(t *testing.T, addr, queue string, env []string) *exec.Cmd {
 // mid-stage, and the driver killed too and started again from another
 // directory: it attaches to the run's workflow, the run completes once,
 // its datasets and selected guideline are byte-identical, spent.json
-// counts the requests the endpoint served (up to the killed worker's calls
-// in flight, below), spent_this_run what every process spent since the
-// second driver started, and nothing temporary is left in the run
-// directory or the bucket.
+// counts exactly the requests the endpoint served (the workers' requests
+// go through a metering proxy, which is not killed), spent_this_run what
+// every process spent since the second driver started, and nothing
+// temporary is left in the run directory or the bucket.
 //
 // The run's files live in the run directory, then in an S3 bucket (an
 // in-process fake served on 127.0.0.1), under the same layout. The two
@@ -240,16 +249,19 @@ func matchInProcess(t *testing.T, addr, simAddr, job, local string, s3 *fakeS3) 
 	queue := "q-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	engine := fmt.Sprintf("\nengine:\n  kind: temporal\n  task_queue: %s\n", queue)
 	var env []string
+	stores := "file://" + filepath.ToSlash(dir) + "/"
 	if s3 != nil {
 		env = s3.env
 		engine += fmt.Sprintf("  storage: %q\n", s3.url)
+		stores = s3.url
 	}
 	cfg := filepath.Join(dir, "job.yaml")
 	if err := os.WriteFile(cfg, []byte(job+engine), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sim := startSim(t, "--listen", simAddr)
-	w1, _ := startWorker(t, addr, queue, env), startWorker(t, addr, queue, env)
+	meter, meterURL, meterLogs := startMeter(t, "http://"+simAddr+"/v1", stores, env)
+	w1, _ := startWorker(t, addr, queue, meterURL, env), startWorker(t, addr, queue, meterURL, env)
 	remote := filepath.Join(dir, "first", "temporal")
 	first := startDriver(t, cfg, remote, addr, env)
 	// Kill one worker, and the driver, once the first stages have records
@@ -308,22 +320,28 @@ func matchInProcess(t *testing.T, addr, simAddr, job, local string, s3 *fakeS3) 
 	}
 	sameFile(t, filepath.Join(local, "guidelines"), filepath.Join(remote, "guidelines"), a.SelectedGuideline+".tmpl")
 	spent := readSpend(t, filepath.Join(remote, "spent.json"))
-	// The ledger records a request just before it is sent: a request the
-	// endpoint served and the ledger missed is a bug. A kill between the
-	// ledger's write and the request's leaves one counted that was never
-	// served; the killed worker's tasks make one call at a time, so there
-	// are at most workerConcurrency of them (README, Scale out on
-	// Temporal: why no client-side ledger can be exact under SIGKILL).
+	// The meter records each request where the endpoint answers it, those
+	// of the worker killed mid-call too: spent.json is what was served.
 	served := int64(sim.stopped.Requests)
-	if n := int64(spent.Requests); n < served || n > served+workerConcurrency {
-		t.Fatalf("spent.json counts %d requests; the endpoint served %d (by role %v); want %d to %d", n, served, sim.stopped.ByRole, served, served+workerConcurrency)
+	if n := int64(spent.Requests); n != served {
+		t.Fatalf("spent.json counts %d requests; the endpoint served %d (by role %v)", n, served, sim.stopped.ByRole)
+	}
+	if spent.Tokens <= 0 {
+		t.Fatalf("spent.json counts %d tokens", spent.Tokens)
+	}
+	// The meter stops on SIGTERM once its requests are done.
+	if err := meter.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := meter.Wait(); err != nil {
+		t.Fatalf("the meter exited with %v:\n%s", err, meterLogs.String())
 	}
 	// The summary counts what every process spent for the run: the
 	// driver started again began after the first stages' calls.
 	if b.SpentThisRun.Requests <= 0 || b.SpentThisRun.Requests >= spent.Requests || b.Spent.Requests != spent.Requests {
 		t.Fatalf("summary: spent %d requests, this run %d; spent.json %d", b.Spent.Requests, b.SpentThisRun.Requests, spent.Requests)
 	}
-	t.Logf("spent.json: %d requests, the endpoint served %d; spent_this_run %d", spent.Requests, served, b.SpentThisRun.Requests)
+	t.Logf("spent.json: %d requests, %d tokens, the endpoint served %d; spent_this_run %d", spent.Requests, spent.Tokens, served, b.SpentThisRun.Requests)
 	if left := leftovers(t, remote); len(left) > 0 {
 		t.Fatalf("temporary objects left in the run directory: %v", left)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -20,6 +21,7 @@ func workerCommand() *cli.Command {
 			&cli.StringFlag{Name: "task-queue", Value: pipeline.DefaultTaskQueue, Usage: "task queue to poll (the job's engine.task_queue)"},
 			&cli.IntFlag{Name: "concurrency", Value: 8, Usage: "tasks run at once"},
 			&cli.DurationFlag{Name: "drain", Value: time.Minute, Usage: "on SIGTERM, how long running tasks may finish before they are handed back"},
+			&cli.StringFlag{Name: "meter", Usage: "send every LLM request through the metering proxy at `URL` (optimize meter), which records it in the run's spend ledger"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
@@ -32,9 +34,16 @@ func workerCommand() *cli.Command {
 			if n := c.Int("concurrency"); n < 1 || n > 1024 {
 				return badInput(fmt.Errorf("--concurrency %d is out of range; want 1 to 1024", n))
 			}
+			var meter *url.URL
+			if m := c.String("meter"); m != "" {
+				var err error
+				if meter, err = pipeline.ParseMeterURL(m); err != nil {
+					return badInput(fmt.Errorf("--meter: %w", err))
+				}
+			}
 			return temporal.RunWorker(c.Context, temporal.WorkerOptions{
 				Address: spec.Address, Namespace: spec.Namespace, TaskQueue: spec.TaskQueue,
-				Concurrency: c.Int("concurrency"), Drain: c.Duration("drain"),
+				Concurrency: c.Int("concurrency"), Drain: c.Duration("drain"), Meter: meter,
 			})
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -23,6 +24,9 @@ type WorkerOptions struct {
 	// Drain is how long a stopping worker lets its running tasks finish
 	// before it cancels them (they are then retried elsewhere).
 	Drain time.Duration
+	// Meter, when set, is the metering proxy (optimize meter) the runs'
+	// LLM requests go through: it records them in the spend ledger.
+	Meter *url.URL
 }
 
 // Dial connects to the Temporal frontend at address.
@@ -58,7 +62,14 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	}
 	defer c.Close()
 	acts := &Activities{Open: func(ctx context.Context, store string) (Run, error) {
-		return pipeline.OpenWorkerRun(ctx, store)
+		r, err := pipeline.OpenWorkerRun(ctx, store)
+		if err != nil {
+			return nil, err
+		}
+		if o.Meter != nil {
+			r.SendThrough(o.Meter)
+		}
+		return r, nil
 	}}
 	defer acts.Close()
 	w := worker.New(c, o.TaskQueue, worker.Options{
@@ -69,10 +80,19 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
-	slog.Info("worker started", "address", o.Address, "namespace", o.Namespace, "task_queue", o.TaskQueue, "concurrency", o.Concurrency)
+	slog.Info("worker started", "address", o.Address, "namespace", o.Namespace, "task_queue", o.TaskQueue, "concurrency", o.Concurrency, "meter", meterName(o.Meter))
 	<-ctx.Done()
 	slog.Info("worker draining", "drain", o.Drain)
 	w.Stop()
 	slog.Info("worker stopped")
 	return nil
+}
+
+// meterName names the metering proxy in the worker's log: none, or its
+// URL.
+func meterName(u *url.URL) string {
+	if u == nil {
+		return "none"
+	}
+	return u.Redacted()
 }
