@@ -57,8 +57,19 @@ const (
 )
 
 // ParseMeterURL checks the URL of a metering proxy, as workers are given
-// it.
+// it: http(s)://host:port, the root of the proxy's paths (a request's
+// path there is its path under the endpoint's base URL).
 func ParseMeterURL(raw string) (*url.URL, error) {
+	u, err := parseBaseURL(raw)
+	if err == nil && u.Path != "" {
+		err = fmt.Errorf("%q has a path; the meter serves at the root: http(s)://host:port", raw)
+	}
+	return u, err
+}
+
+// parseBaseURL checks an http(s) base URL, without a trailing slash, as
+// the endpoints' base_url and --upstream give it.
+func parseBaseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, err
@@ -66,7 +77,7 @@ func ParseMeterURL(raw string) (*url.URL, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("%q is not an http(s)://host[:port][/path] URL", raw)
 	}
-	u.Path = strings.TrimRight(u.Path, "/")
+	u.Path, u.RawPath = strings.TrimRight(u.Path, "/"), ""
 	return u, nil
 }
 
@@ -84,7 +95,7 @@ func meterRoute(proxy *url.URL, base string, w *LedgerWriter) llm.Proxy {
 		}
 		out := r.Clone(r.Context())
 		u := *proxy
-		u.Path, u.RawPath, u.RawQuery = proxy.Path+rest, "", r.URL.RawQuery
+		u.Path, u.RawPath, u.RawQuery = rest, "", r.URL.RawQuery
 		out.URL, out.Host = &u, ""
 		h := out.Header
 		h.Set(MeterUpstreamHeader, base)
@@ -139,7 +150,7 @@ func NewMeterProxy(cfg MeterProxyConfig) (*MeterProxy, error) {
 		p.timeout = DefaultMeterTimeout
 	}
 	for _, raw := range cfg.Upstreams {
-		u, err := ParseMeterURL(raw)
+		u, err := parseBaseURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("--upstream: %w", err)
 		}

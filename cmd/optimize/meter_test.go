@@ -21,6 +21,7 @@ func TestMeterBadFlags(t *testing.T) {
 		{"listen address bad", []string{"meter", "--upstream", "http://127.0.0.1:8080/v1", "--store", "file:///tmp/runs/", "--listen", "127.0.0.1:-1"}, "--listen"},
 		{"argument", []string{"meter", "extra"}, "takes only flags"},
 		{"worker meter with a query", []string{"worker", "--meter", "http://127.0.0.1:8790/?x=1"}, "--meter"},
+		{"worker meter with a path", []string{"worker", "--meter", "http://127.0.0.1:8790/meter"}, "--meter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
