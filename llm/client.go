@@ -54,7 +54,7 @@ func NewClient(role string, cfg RoleConfig, cache *Cache) (*Client, error) {
 	// go-openai never retries: the doer's client does.
 	c.retry = &Retrier{
 		Policy: RetryPolicy{MaxRetries: cfg.MaxRetries, Timeout: cfg.Timeout},
-		Next:   sharedTransport, Check: checkAnswer, Log: c.logAttempt,
+		Next:   sharedTransport, MaxBody: MaxAnswerBytes + 1, Check: checkAnswer, Log: c.logAttempt,
 		limit: endpointLimiter(cfg.BaseURL, cfg.Concurrency),
 	}
 	d, err := newDoer(cfg, c.retry)

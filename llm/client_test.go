@@ -522,3 +522,29 @@ tool_choice: required
 		t.Errorf("decoded %+v\nwant    %+v", c, want)
 	}
 }
+
+// An answer past MaxAnswerBytes is refused, naming the bound, not held
+// whole in memory nor handed on as a reply.
+func TestAnswerTooLarge(t *testing.T) {
+	f := newFake(t, func(f *fake) {
+		f.always = func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			chunk := []byte(strings.Repeat(" ", 1<<20))
+			w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"x"}}],"pad":"`))
+			for range MaxAnswerBytes>>20 + 4 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+			w.Write([]byte(`"}`))
+		}
+	})
+	c := testClient(t, "agent", RoleConfig{BaseURL: f.url(), Model: "m", MaxRetries: -1}, nil)
+	_, err := c.Complete(context.Background(), Request{Messages: userMsg("hi")})
+	if err == nil || !strings.Contains(err.Error(), "llm.MaxAnswerBytes") {
+		t.Fatalf("err = %v, want the answer refused naming llm.MaxAnswerBytes", err)
+	}
+	if got := f.calls.Load(); got != 1 {
+		t.Errorf("server saw %d calls, want 1 (retries disabled)", got)
+	}
+}

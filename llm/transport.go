@@ -190,6 +190,11 @@ func insert(body []byte, edits []insertion) []byte {
 	return append(out, body[last:]...)
 }
 
+// MaxAnswerBytes bounds what a role's client reads of one answer: far
+// more than any chat completion or batch of embeddings needs, so a larger
+// one is an endpoint gone wrong, refused rather than held in memory.
+const MaxAnswerBytes = 64 << 20
+
 // errMalformed marks a 2xx answer that cannot be used; servers under load
 // (and the simulator's fault injection) produce them, and a retry helps.
 var errMalformed = errors.New("malformed response")
@@ -206,6 +211,9 @@ func checkAnswer(r *http.Request, status int, body []byte) error {
 	}
 	if status/100 != 2 {
 		return nil
+	}
+	if len(body) > MaxAnswerBytes {
+		return fmt.Errorf("%w: the answer is over %d MiB (llm.MaxAnswerBytes)", errMalformed, MaxAnswerBytes>>20)
 	}
 	if !gjson.ValidBytes(body) {
 		return fmt.Errorf("%w: not JSON", errMalformed)

@@ -46,7 +46,7 @@ const (
 // values it accepts.
 const (
 	MaxMeterRequest  = 32 << 20
-	MaxMeterResponse = 64 << 20
+	MaxMeterResponse = llm.MaxAnswerBytes // what a worker's client would read
 	maxMeterURL      = 2048
 	maxMeterName     = 512
 	maxMeterAttempt  = 1_000_000
