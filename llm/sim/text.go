@@ -171,7 +171,7 @@ var factsRead = struct {
 }{byText: map[string][]fact{}}
 
 // factsReadMax bounds factsRead: past it, it starts over.
-const factsReadMax = 1 << 14
+const factsReadMax = 1 << 12
 
 // parseFacts returns every fact statement of text in order of appearance,
 // read once per text.
