@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -8,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Interval is a point estimate with a 95% interval.
@@ -162,6 +165,63 @@ func (bs Bootstrap) Paired(a, b []float64) Paired {
 // pair, so each comparison is the one Paired gives alone, for one draw
 // instead of one per metric.
 func (bs Bootstrap) PairedAll(as, refs [][]float64) []Paired {
+	key := bs.pairedKey(as, refs)
+	pairedDone.Lock()
+	done, ok := pairedDone.byKey[key]
+	pairedDone.Unlock()
+	if !ok {
+		done = bs.pairedAll(as, refs)
+		pairedDone.Lock()
+		if len(pairedDone.byKey) >= pairedDoneMax {
+			pairedDone.byKey = map[[sha256.Size]byte][]Paired{}
+		}
+		pairedDone.byKey[key] = done
+		pairedDone.Unlock()
+	}
+	out := make([]Paired, len(done))
+	for m, p := range done {
+		out[m] = p
+		if p.Ratio != nil {
+			r := *p.Ratio
+			out[m].Ratio = &r
+		}
+	}
+	return out
+}
+
+// pairedDone holds the comparisons computed so far, by their inputs: a
+// report compares a candidate with the same arm several times (its
+// verdict, the gate, the table), and each comparison is Resamples draws
+// for every metric. The comparison is a function of its inputs alone.
+var pairedDone = struct {
+	sync.Mutex
+	byKey map[[sha256.Size]byte][]Paired
+}{byKey: map[[sha256.Size]byte][]Paired{}}
+
+// pairedDoneMax bounds pairedDone: past it, it starts over.
+const pairedDoneMax = 256
+
+// pairedKey names the inputs of a PairedAll: the resamples, the seed and
+// every value, bit for bit.
+func (bs Bootstrap) pairedKey(as, refs [][]float64) [sha256.Size]byte {
+	h := sha256.New()
+	b := binary.LittleEndian.AppendUint64(nil, uint64(bs.Resamples))
+	b = binary.LittleEndian.AppendUint64(b, bs.Seed)
+	for _, xss := range [][][]float64{as, refs} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(xss)))
+		for _, xs := range xss {
+			b = binary.LittleEndian.AppendUint64(b, uint64(len(xs)))
+			for _, x := range xs {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+			}
+		}
+	}
+	h.Write(b)
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+// pairedAll is PairedAll without the memo.
+func (bs Bootstrap) pairedAll(as, refs [][]float64) []Paired {
 	out := make([]Paired, len(as))
 	for m := range as {
 		ma, mb := Mean(as[m]), Mean(refs[m])

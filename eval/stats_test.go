@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -173,12 +174,21 @@ func TestBatchedBootstrapIsPerMetric(t *testing.T) {
 			}
 		}
 		bs := Bootstrap{Resamples: 2001, Seed: uint64(n)}
-		same := func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) || math.IsNaN(x) && math.IsNaN(y) }
+		same := func(x, y float64) bool {
+			return math.Float64bits(x) == math.Float64bits(y) || math.IsNaN(x) && math.IsNaN(y)
+		}
 		for m, got := range bs.PairedAll(as, refs) {
 			want := pairedOneByOne(bs, as[m], refs[m])
 			if !same(got.Diff.Low, want.Diff.Low) || !same(got.Diff.High, want.Diff.High) || !same(got.Diff.Point, want.Diff.Point) ||
 				(got.Ratio == nil) != (want.Ratio == nil) || got.Ratio != nil && (!same(got.Ratio.Low, want.Ratio.Low) || !same(got.Ratio.High, want.Ratio.High)) {
 				t.Errorf("n %d, pair %d: batched %+v %v, one by one %+v %v", n, m, got.Diff, got.Ratio, want.Diff, want.Ratio)
+			}
+		}
+		// Asked again, the same comparisons, from the memo, not aliased.
+		first, again := bs.PairedAll(as, refs), bs.PairedAll(as, refs)
+		for m := range first {
+			if !reflect.DeepEqual(first[m], again[m]) && !math.IsNaN(first[m].Diff.Point) || first[m].Ratio != nil && first[m].Ratio == again[m].Ratio {
+				t.Errorf("n %d, pair %d: asked again %+v %v, first %+v %v", n, m, again[m].Diff, again[m].Ratio, first[m].Diff, first[m].Ratio)
 			}
 		}
 		for m, got := range bs.Means(as) {
