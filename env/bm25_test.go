@@ -103,8 +103,8 @@ func TestBM25Concurrent(t *testing.T) {
 // BenchmarkBM25Build indexes the bundled corpus (the budget is 100 ms).
 func BenchmarkBM25Build(b *testing.B) {
 	q := loadEmbedded(b)
-	docs := make([]string, len(q.passages))
-	for i, p := range q.passages {
+	docs := make([]string, len(q.data.passages))
+	for i, p := range q.data.passages {
 		docs[i] = p.Title + "\n" + p.Text
 	}
 	b.ResetTimer()

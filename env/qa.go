@@ -48,13 +48,9 @@ var DefaultLimits = jsonl.Limits{Line: 1 << 20, File: 1 << 30}
 // questions with one finish call, scored by SQuAD exact match and F1.
 // It is safe for concurrent use.
 type QA struct {
-	passages  []passage
-	indexOnce sync.Once
-	index     *bm25 // see searchIndex
-	tasks     map[string][]Task
-	topK      int
-	version   string
-	content   string // digest of the dataset's lines
+	data  *qaData // shared with every QA of the same files (loadQA)
+	tasks map[string][]Task
+	topK  int
 	// long is the long-horizon variant, with the answer tool, of
 	// questionsPerTask questions per task.
 	long             bool
@@ -85,60 +81,62 @@ func NewQA(opts QAOptions) (*QA, error) {
 	if opts.Dir != "" {
 		d = dataset{fsys: os.DirFS(opts.Dir), display: func(name string) string { return filepath.Join(opts.Dir, name) }, limits: lim, sum: sha256.New()}
 	}
-	q := &QA{topK: opts.TopK, tasks: map[string][]Task{}, searchBudget: opts.SearchBudget, questionsPerTask: opts.QuestionsPerTask}
+	data, err := loadQA(d)
+	if err != nil {
+		return nil, err
+	}
+	q := &QA{data: data, tasks: map[string][]Task{}, topK: opts.TopK, searchBudget: opts.SearchBudget, questionsPerTask: opts.QuestionsPerTask}
 	if q.topK == 0 {
 		q.topK = 3
 	}
+	for split, ts := range data.tasks {
+		q.tasks[split] = ts
+		if n := opts.QuestionsPerTask; n > 0 {
+			q.tasks[split] = regroup(ts, split, n)
+			q.long = true
+		}
+	}
+	return q, nil
+}
+
+// load reads and checks the dataset's files.
+func (d dataset) load() (*qaData, error) {
+	data := &qaData{tasks: map[string][]Task{}}
 	var err error
-	if q.passages, err = d.loadCorpus(); err != nil {
+	if data.passages, err = d.loadCorpus(); err != nil {
 		return nil, err
 	}
 	ids, questions := map[string]string{}, map[string]string{}
 	for _, split := range []string{"train", "test"} {
-		if q.tasks[split], err = d.loadTasks(split, ids, questions); err != nil {
+		if data.tasks[split], err = d.loadTasks(split, ids, questions); err != nil {
 			return nil, err
-		}
-		if n := opts.QuestionsPerTask; n > 0 {
-			q.tasks[split] = regroup(q.tasks[split], split, n)
-			q.long = true
 		}
 	}
 	switch v, err := fs.ReadFile(d.fsys, "VERSION"); {
 	case err == nil:
-		q.version = strings.TrimSpace(string(v))
+		data.version = strings.TrimSpace(string(v))
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read dataset %s: %w", d.display("VERSION"), err)
 	}
-	q.content = d.digest()
-	return q, nil
+	data.content = d.digest()
+	return data, nil
 }
 
 // Settings names the dataset (version and content) and the options that
 // change what a task is or how it is answered: top_k, questions_per_task
 // and search_budget. Line and file limits only reject broken files.
 func (q *QA) Settings() string {
-	return fmt.Sprintf("qa dataset=%s content=%s top_k=%d questions_per_task=%d search_budget=%d", q.version, q.content, q.topK, q.questionsPerTask, q.searchBudget)
+	return fmt.Sprintf("qa dataset=%s content=%s top_k=%d questions_per_task=%d search_budget=%d", q.data.version, q.data.content, q.topK, q.questionsPerTask, q.searchBudget)
 }
 
-// searchIndex returns the BM25 index of the corpus, built on the first
-// search: a process that only reads finished work, like a re-run of a
-// finished run, never searches, and indexing takes tens of milliseconds.
-func (q *QA) searchIndex() *bm25 {
-	q.indexOnce.Do(func() {
-		docs := make([]string, len(q.passages))
-		for i, p := range q.passages {
-			docs[i] = p.Title + "\n" + p.Text
-		}
-		q.index = newBM25(docs)
-	})
-	return q.index
-}
+// searchIndex returns the BM25 index of the corpus (qaData.searchIndex).
+func (q *QA) searchIndex() *bm25 { return q.data.searchIndex() }
 
 // Name is "qa".
 func (q *QA) Name() string { return "qa" }
 
 // Version is the dataset's VERSION line, "" when it has none.
-func (q *QA) Version() string { return q.version }
+func (q *QA) Version() string { return q.data.version }
 
 // Tools are search and finish, and answer in the long-horizon variant.
 func (q *QA) Tools() []ToolSpec {
@@ -203,7 +201,7 @@ func (q *QA) search(query string) string {
 	}
 	var b strings.Builder
 	for i, h := range hits {
-		p := q.passages[h.doc]
+		p := q.data.passages[h.doc]
 		if i > 0 {
 			b.WriteString("\n\n")
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxopt/ctxopt/internal/jsonl"
 )
 
 // validTask renders a task line with 8 questions whose texts start with prefix.
@@ -51,8 +53,8 @@ func TestQALoadDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	train, _ := q.Tasks("train")
-	if len(train) != 2 || len(q.passages) != 2 || q.Version() != "test-1" {
-		t.Errorf("loaded %d train tasks, %d passages, version %q; want 2, 2, test-1", len(train), len(q.passages), q.Version())
+	if len(train) != 2 || len(q.data.passages) != 2 || q.Version() != "test-1" {
+		t.Errorf("loaded %d train tasks, %d passages, version %q; want 2, 2, test-1", len(train), len(q.data.passages), q.Version())
 	}
 	if want := "Q1: What is the capital of Train0?\nQ2: What is the capital of Train1?"; !strings.HasPrefix(train[0].Prompt, want) || strings.HasSuffix(train[0].Prompt, "\n") {
 		t.Errorf("prompt = %q, want Qn lines without a trailing newline", train[0].Prompt)
@@ -125,5 +127,44 @@ func TestQALoadMissingDir(t *testing.T) {
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("error %v does not match fs.ErrNotExist", err)
+	}
+}
+
+// A dataset opened again is the one loaded before while its files' bytes
+// and the limits stay the same: a file edited in place (VERSION unchanged)
+// or tighter limits load it anew, and a file broken since fails.
+func TestQALoadedOnceByContent(t *testing.T) {
+	dir := writeDataset(t, map[string]string{"VERSION": "v1\n"})
+	open := func(lim int64) (*QA, error) {
+		return NewQA(QAOptions{Dir: dir, Limits: jsonl.Limits{Line: lim}})
+	}
+	a, err := open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := open(0)
+	if err != nil || b.data != a.data {
+		t.Fatalf("opened again: %v, shares the load %v", err, err == nil && b.data == a.data)
+	}
+	corpus := filepath.Join(dir, "corpus.jsonl")
+	old, err := os.ReadFile(corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(corpus, []byte(strings.Replace(string(old), "Marnth", "Kelso", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := open(0)
+	if err != nil || c.data == a.data || c.Settings() == a.Settings() || !strings.Contains(c.search("capital of Veloria"), "Kelso") {
+		t.Fatalf("edited corpus: %v; want a new load naming other content", err)
+	}
+	if _, err := open(40); err == nil || !strings.Contains(err.Error(), "corpus.jsonl") {
+		t.Errorf("a line over tighter limits: %v, want an error naming the file", err)
+	}
+	if err := os.WriteFile(corpus, append(old, "{\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(0); err == nil || !strings.Contains(err.Error(), "corpus.jsonl:3") {
+		t.Errorf("a broken corpus: %v, want an error naming its line", err)
 	}
 }

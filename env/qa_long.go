@@ -30,14 +30,27 @@ var answerTool = ToolSpec{
 // about the same entity come at distant steps and a passage found early
 // answers a question asked much later.
 func regroup(tasks []Task, split string, n int) []Task {
-	var qs []Question
-	for _, t := range tasks {
-		qs = append(qs, t.Questions...)
+	// Each question's keys are computed once, not at every comparison
+	// (the subject's regexp on every comparison took most of opening
+	// the long variant).
+	type keyed struct {
+		q       Question
+		subject string
+		hash    uint64
 	}
-	slices.SortStableFunc(qs, func(a, b Question) int { return strings.Compare(subject(a.Text), subject(b.Text)) })
-	for i := 0; i+n <= len(qs); i += n {
-		g := qs[i : i+n]
-		slices.SortStableFunc(g, func(a, b Question) int { return cmp.Compare(textHash(a.Text), textHash(b.Text)) })
+	var ks []keyed
+	for _, t := range tasks {
+		for _, q := range t.Questions {
+			ks = append(ks, keyed{q, subject(q.Text), textHash(q.Text)})
+		}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int { return strings.Compare(a.subject, b.subject) })
+	for i := 0; i+n <= len(ks); i += n {
+		slices.SortStableFunc(ks[i:i+n], func(a, b keyed) int { return cmp.Compare(a.hash, b.hash) })
+	}
+	qs := make([]Question, len(ks))
+	for i, k := range ks {
+		qs[i] = k.q
 	}
 	var out []Task
 	for i := 0; i+n <= len(qs); i += n {

@@ -95,7 +95,7 @@ func TestQARetrieval(t *testing.T) {
 			rel, entity := parseQuestion(t, qu.Text)
 			total++
 			for i, h := range q.searchIndex().search(qu.Text, 3) {
-				if factIn(q.passages[h.doc].Text, rel, entity) {
+				if factIn(q.data.passages[h.doc].Text, rel, entity) {
 					top3++
 					if i == 0 {
 						first++
@@ -120,7 +120,7 @@ func TestQARetrieval(t *testing.T) {
 func TestQACorpusContract(t *testing.T) {
 	q := loadEmbedded(t)
 	var corpus strings.Builder
-	for _, p := range q.passages {
+	for _, p := range q.data.passages {
 		corpus.WriteString(strings.ToLower(p.Title + "\n" + p.Text + "\n"))
 	}
 	text := corpus.String()

@@ -418,11 +418,18 @@ func (r *Result) compute() {
 		if s.Samples > 1 {
 			a.TaskSD = map[string]float64{}
 		}
-		for _, m := range r.MetricNames() {
+		names := r.MetricNames()
+		values := make([][]float64, len(names))
+		for j, m := range names {
 			xs, sds := r.taskValues(a.Name, m)
-			a.Metrics[m] = bs.Mean(xs)
+			values[j] = xs
 			if a.TaskSD != nil {
 				a.TaskSD[m] = Mean(sds)
+			}
+		}
+		for _, g := range byLength(values) {
+			for k, iv := range bs.Means(pick(values, g)) {
+				a.Metrics[names[g[k]]] = iv
 			}
 		}
 	}
@@ -458,20 +465,27 @@ func (r *Result) compute() {
 func (r *Result) Compare(cand, ref string) Comparison {
 	bs := Bootstrap{Resamples: Resamples, Seed: uint64(r.Summary.Seed)}
 	c := Comparison{Candidate: cand, Reference: ref, Tasks: len(r.Summary.Tasks), Metrics: map[string]Paired{}}
-	for _, m := range r.MetricNames() {
-		a, _ := r.taskValues(cand, m)
-		b, _ := r.taskValues(ref, m)
-		c.Metrics[m] = bs.Paired(a, b)
-		if m == MetricSuccess {
-			for i := range a {
-				switch {
-				case a[i] > b[i]:
-					c.Wins++
-				case a[i] < b[i]:
-					c.Losses++
-				default:
-					c.Ties++
-				}
+	names := r.MetricNames()
+	as, refs := make([][]float64, len(names)), make([][]float64, len(names))
+	for j, m := range names {
+		as[j], _ = r.taskValues(cand, m)
+		refs[j], _ = r.taskValues(ref, m)
+	}
+	for _, g := range byLength(as) {
+		for k, p := range bs.PairedAll(pick(as, g), pick(refs, g)) {
+			c.Metrics[names[g[k]]] = p
+		}
+	}
+	if j := slices.Index(names, MetricSuccess); j >= 0 {
+		a, b := as[j], refs[j]
+		for i := range a {
+			switch {
+			case a[i] > b[i]:
+				c.Wins++
+			case a[i] < b[i]:
+				c.Losses++
+			default:
+				c.Ties++
 			}
 		}
 	}
@@ -499,6 +513,33 @@ func (r *Result) Compare(cand, ref string) Comparison {
 	c.McNemar.P = McNemarExact(c.McNemar.B, c.McNemar.C)
 	c.McNemar.PHolm = c.McNemar.P
 	return c
+}
+
+// byLength groups the indexes of xss by the length of their slice, in
+// order of first appearance: the metrics one bootstrap draw can serve
+// (agreement has a value per replayed request, the others per task).
+func byLength(xss [][]float64) [][]int {
+	var groups [][]int
+	at := map[int]int{}
+	for i, xs := range xss {
+		g, ok := at[len(xs)]
+		if !ok {
+			g = len(groups)
+			at[len(xs)] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// pick returns xss at the indexes of g.
+func pick(xss [][]float64, g []int) [][]float64 {
+	out := make([][]float64, len(g))
+	for k, i := range g {
+		out[k] = xss[i]
+	}
+	return out
 }
 
 // Arm returns the named candidate's results.

@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -8,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Interval is a point estimate with a 95% interval.
@@ -27,38 +30,118 @@ type Bootstrap struct {
 	Seed      uint64
 }
 
-// quantiles returns the 2.5% and 97.5% percentiles of sorted resample
+// quantiles returns the 2.5% and 97.5% percentiles of resample
 // statistics: the smallest values whose empirical CDF reaches 0.025 and
 // 0.975 (the inverse-CDF definition, so small-n cases can be checked
-// against the exact bootstrap distribution).
-func quantiles(sorted []float64) (lo, hi float64) {
-	b := len(sorted)
-	at := func(q float64) float64 {
-		i := int(math.Ceil(q*float64(b))) - 1
-		return sorted[min(max(i, 0), b-1)]
+// against the exact bootstrap distribution). It reorders stats: the two
+// order statistics are selected, not sorted for (the sort took most of
+// an evaluation's statistics).
+func quantiles(stats []float64) (lo, hi float64) {
+	b := len(stats)
+	at := func(q float64) int {
+		return min(max(int(math.Ceil(q*float64(b)))-1, 0), b-1)
 	}
-	return at(0.025), at(0.975)
+	ilo, ihi := at(0.025), at(0.975)
+	selectNth(stats, ihi)
+	hi = stats[ihi]
+	// What sorts before ihi is at its left, ilo's value among it.
+	if ilo < ihi {
+		selectNth(stats[:ihi], ilo)
+	}
+	return stats[ilo], hi
+}
+
+// floatLess is sort.Float64s' order: NaN before every number.
+func floatLess(a, b float64) bool { return a < b || (math.IsNaN(a) && !math.IsNaN(b)) }
+
+// selectNth puts at xs[k] the value sort.Float64s would, every value
+// before it ordered no later and every value after it no earlier
+// (quickselect; three-way partitions keep the many equal statistics of a
+// small sample linear).
+func selectNth(xs []float64, k int) {
+	lo, hi := 0, len(xs)
+	for hi-lo > 1 {
+		a, b, c := xs[lo], xs[lo+(hi-lo)/2], xs[hi-1]
+		if floatLess(b, a) {
+			a, b = b, a
+		}
+		if floatLess(c, b) {
+			b = c
+			if floatLess(b, a) {
+				b = a
+			}
+		}
+		p := b // the median of three
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch x := xs[i]; {
+			case floatLess(x, p):
+				xs[lt], xs[i] = xs[i], xs[lt]
+				lt++
+				i++
+			case floatLess(p, x):
+				gt--
+				xs[i], xs[gt] = xs[gt], xs[i]
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt
+		case k >= gt:
+			lo = gt
+		default:
+			return
+		}
+	}
+}
+
+// draws returns the generator of the tasks a bootstrap resamples: stream
+// tells Mean's draws from Paired's.
+func (bs Bootstrap) draws(stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(bs.Seed, stream))
 }
 
 // Mean returns the 95% percentile bootstrap interval of the mean of xs.
 func (bs Bootstrap) Mean(xs []float64) Interval {
-	iv := Interval{Point: Mean(xs)}
-	n := len(xs)
-	if n == 0 {
-		return iv
+	return bs.Means([][]float64{xs})[0]
+}
+
+// Means is Mean of each of xss, which are aligned by task (of one length):
+// the tasks drawn for a resample serve every one of them, so each interval
+// is the one Mean gives alone, for one draw instead of one per metric.
+func (bs Bootstrap) Means(xss [][]float64) []Interval {
+	out := make([]Interval, len(xss))
+	for m, xs := range xss {
+		out[m] = Interval{Point: Mean(xs)}
 	}
-	rng := rand.New(rand.NewPCG(bs.Seed, 0xb007))
-	stats := make([]float64, bs.Resamples)
-	for r := range stats {
-		var s float64
-		for range n {
-			s += xs[rng.IntN(n)]
+	if len(xss) == 0 || len(xss[0]) == 0 {
+		return out
+	}
+	n := len(xss[0])
+	rng := bs.draws(0xb007)
+	idx := make([]int, n)
+	stats := make([][]float64, len(xss))
+	for m := range stats {
+		stats[m] = make([]float64, bs.Resamples)
+	}
+	for r := range bs.Resamples {
+		for k := range idx {
+			idx[k] = rng.IntN(n)
 		}
-		stats[r] = s / float64(n)
+		for m, xs := range xss {
+			var s float64
+			for _, i := range idx {
+				s += xs[i]
+			}
+			stats[m][r] = s / float64(n)
+		}
 	}
-	sort.Float64s(stats)
-	iv.Low, iv.High = quantiles(stats)
-	return iv
+	for m := range out {
+		out[m].Low, out[m].High = quantiles(stats[m])
+	}
+	return out
 }
 
 // Paired is the paired comparison of one metric: the difference of means
@@ -74,43 +157,121 @@ type Paired struct {
 // by task) and returns the intervals of the difference and the ratio of
 // the means.
 func (bs Bootstrap) Paired(a, b []float64) Paired {
-	n := len(a)
-	ma, mb := Mean(a), Mean(b)
-	p := Paired{Diff: Interval{Point: ma - mb, Low: ma - mb, High: ma - mb}}
-	if mb != 0 {
-		r := Sum(a) / Sum(b)
-		p.Ratio = &Interval{Point: r, Low: r, High: r}
+	return bs.PairedAll([][]float64{a}, [][]float64{b})[0]
+}
+
+// PairedAll is Paired of each pair (as[m], bs[m]), all aligned by the
+// same tasks (of one length): the tasks drawn for a resample serve every
+// pair, so each comparison is the one Paired gives alone, for one draw
+// instead of one per metric.
+func (bs Bootstrap) PairedAll(as, refs [][]float64) []Paired {
+	key := bs.pairedKey(as, refs)
+	pairedDone.Lock()
+	done, ok := pairedDone.byKey[key]
+	pairedDone.Unlock()
+	if !ok {
+		done = bs.pairedAll(as, refs)
+		pairedDone.Lock()
+		if len(pairedDone.byKey) >= pairedDoneMax {
+			pairedDone.byKey = map[[sha256.Size]byte][]Paired{}
+		}
+		pairedDone.byKey[key] = done
+		pairedDone.Unlock()
 	}
-	if n == 0 {
-		return p
+	out := make([]Paired, len(done))
+	for m, p := range done {
+		out[m] = p
+		if p.Ratio != nil {
+			r := *p.Ratio
+			out[m].Ratio = &r
+		}
 	}
-	rng := rand.New(rand.NewPCG(bs.Seed, 0x9a1d))
-	diffs := make([]float64, 0, bs.Resamples)
-	ratios := make([]float64, 0, bs.Resamples)
+	return out
+}
+
+// pairedDone holds the comparisons computed so far, by their inputs: a
+// report compares a candidate with the same arm several times (its
+// verdict, the gate, the table), and each comparison is Resamples draws
+// for every metric. The comparison is a function of its inputs alone.
+var pairedDone = struct {
+	sync.Mutex
+	byKey map[[sha256.Size]byte][]Paired
+}{byKey: map[[sha256.Size]byte][]Paired{}}
+
+// pairedDoneMax bounds pairedDone: past it, it starts over.
+const pairedDoneMax = 256
+
+// pairedKey names the inputs of a PairedAll: the resamples, the seed and
+// every value, bit for bit.
+func (bs Bootstrap) pairedKey(as, refs [][]float64) [sha256.Size]byte {
+	h := sha256.New()
+	b := binary.LittleEndian.AppendUint64(nil, uint64(bs.Resamples))
+	b = binary.LittleEndian.AppendUint64(b, bs.Seed)
+	for _, xss := range [][][]float64{as, refs} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(xss)))
+		for _, xs := range xss {
+			b = binary.LittleEndian.AppendUint64(b, uint64(len(xs)))
+			for _, x := range xs {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+			}
+		}
+	}
+	h.Write(b)
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+// pairedAll is PairedAll without the memo.
+func (bs Bootstrap) pairedAll(as, refs [][]float64) []Paired {
+	out := make([]Paired, len(as))
+	for m := range as {
+		ma, mb := Mean(as[m]), Mean(refs[m])
+		out[m] = Paired{Diff: Interval{Point: ma - mb, Low: ma - mb, High: ma - mb}}
+		if mb != 0 {
+			r := Sum(as[m]) / Sum(refs[m])
+			out[m].Ratio = &Interval{Point: r, Low: r, High: r}
+		}
+	}
+	if len(as) == 0 || len(as[0]) == 0 {
+		return out
+	}
+	n := len(as[0])
+	rng := bs.draws(0x9a1d)
+	idx := make([]int, n)
+	diffs := make([][]float64, len(as))
+	ratios := make([][]float64, len(as))
+	for m := range as {
+		diffs[m] = make([]float64, 0, bs.Resamples)
+		ratios[m] = make([]float64, 0, bs.Resamples)
+	}
 	for range bs.Resamples {
-		var sa, sb float64
-		for range n {
-			i := rng.IntN(n)
-			sa += a[i]
-			sb += b[i]
+		for k := range idx {
+			idx[k] = rng.IntN(n)
 		}
-		diffs = append(diffs, (sa-sb)/float64(n))
-		if sb != 0 {
-			ratios = append(ratios, sa/sb)
+		for m, a := range as {
+			b := refs[m]
+			var sa, sb float64
+			for _, i := range idx {
+				sa += a[i]
+				sb += b[i]
+			}
+			diffs[m] = append(diffs[m], (sa-sb)/float64(n))
+			if sb != 0 {
+				ratios[m] = append(ratios[m], sa/sb)
+			}
 		}
 	}
-	sort.Float64s(diffs)
-	p.Diff.Low, p.Diff.High = quantiles(diffs)
-	if p.Ratio != nil {
-		// A resample whose reference sums to zero has no finite ratio: it
-		// counts as +Inf, which can only widen the interval.
-		for len(ratios) < bs.Resamples {
-			ratios = append(ratios, math.Inf(1))
+	for m := range out {
+		out[m].Diff.Low, out[m].Diff.High = quantiles(diffs[m])
+		if p := out[m].Ratio; p != nil {
+			// A resample whose reference sums to zero has no finite ratio:
+			// it counts as +Inf, which can only widen the interval.
+			for len(ratios[m]) < bs.Resamples {
+				ratios[m] = append(ratios[m], math.Inf(1))
+			}
+			p.Low, p.High = quantiles(ratios[m])
 		}
-		sort.Float64s(ratios)
-		p.Ratio.Low, p.Ratio.High = quantiles(ratios)
 	}
-	return p
+	return out
 }
 
 // McNemar is the exact McNemar test on paired binary outcomes: B counts

@@ -3,6 +3,10 @@ package eval
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sort"
 	"testing"
 )
 
@@ -127,4 +131,121 @@ func TestIntervalJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &out); err != nil || out != in {
 		t.Errorf("decoded %+v, %v; want %+v", out, err, in)
 	}
+}
+
+// sortedQuantiles is quantiles as it was computed before selection
+// replaced the sort: the oracle of TestBatchedBootstrapIsPerMetric.
+func sortedQuantiles(stats []float64) (lo, hi float64) {
+	s := slices.Clone(stats)
+	sort.Float64s(s)
+	at := func(q float64) float64 { return s[min(max(int(math.Ceil(q*float64(len(s))))-1, 0), len(s)-1)] }
+	return at(0.025), at(0.975)
+}
+
+// Means and PairedAll give, bit for bit, what one bootstrap per metric
+// with its statistics sorted gives: the same tasks drawn for every metric
+// in the same order, the same order statistics selected.
+func TestBatchedBootstrapIsPerMetric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 2, 5, 12, 40} {
+		// Binary, small integers (many ties), continuous, zero and
+		// sometimes-zero references (infinite ratios), and a NaN.
+		gens := []func(i int) float64{
+			func(int) float64 { return float64(rng.IntN(2)) },
+			func(int) float64 { return float64(rng.IntN(4)) },
+			func(int) float64 { return rng.Float64() * 1000 },
+			func(int) float64 { return 0 },
+			func(i int) float64 { return float64(i % 2 * rng.IntN(3)) },
+			func(i int) float64 {
+				if i == n/2 {
+					return math.NaN()
+				}
+				return rng.Float64()
+			},
+		}
+		var as, refs [][]float64
+		for _, ga := range gens {
+			for _, gb := range gens {
+				a, b := make([]float64, n), make([]float64, n)
+				for i := range n {
+					a[i], b[i] = ga(i), gb(i)
+				}
+				as, refs = append(as, a), append(refs, b)
+			}
+		}
+		bs := Bootstrap{Resamples: 2001, Seed: uint64(n)}
+		same := func(x, y float64) bool {
+			return math.Float64bits(x) == math.Float64bits(y) || math.IsNaN(x) && math.IsNaN(y)
+		}
+		for m, got := range bs.PairedAll(as, refs) {
+			want := pairedOneByOne(bs, as[m], refs[m])
+			if !same(got.Diff.Low, want.Diff.Low) || !same(got.Diff.High, want.Diff.High) || !same(got.Diff.Point, want.Diff.Point) ||
+				(got.Ratio == nil) != (want.Ratio == nil) || got.Ratio != nil && (!same(got.Ratio.Low, want.Ratio.Low) || !same(got.Ratio.High, want.Ratio.High)) {
+				t.Errorf("n %d, pair %d: batched %+v %v, one by one %+v %v", n, m, got.Diff, got.Ratio, want.Diff, want.Ratio)
+			}
+		}
+		// Asked again, the same comparisons, from the memo, not aliased.
+		first, again := bs.PairedAll(as, refs), bs.PairedAll(as, refs)
+		for m := range first {
+			if !reflect.DeepEqual(first[m], again[m]) && !math.IsNaN(first[m].Diff.Point) || first[m].Ratio != nil && first[m].Ratio == again[m].Ratio {
+				t.Errorf("n %d, pair %d: asked again %+v %v, first %+v %v", n, m, again[m].Diff, again[m].Ratio, first[m].Diff, first[m].Ratio)
+			}
+		}
+		for m, got := range bs.Means(as) {
+			want := meanOneByOne(bs, as[m])
+			if !same(got.Low, want.Low) || !same(got.High, want.High) || !same(got.Point, want.Point) {
+				t.Errorf("n %d, metric %d: batched mean %+v, one by one %+v", n, m, got, want)
+			}
+		}
+	}
+}
+
+// pairedOneByOne and meanOneByOne are Paired and Mean as they were before
+// the metrics of a comparison shared their draws.
+func pairedOneByOne(bs Bootstrap, a, b []float64) Paired {
+	n := len(a)
+	ma, mb := Mean(a), Mean(b)
+	p := Paired{Diff: Interval{Point: ma - mb, Low: ma - mb, High: ma - mb}}
+	if mb != 0 {
+		r := Sum(a) / Sum(b)
+		p.Ratio = &Interval{Point: r, Low: r, High: r}
+	}
+	rng := rand.New(rand.NewPCG(bs.Seed, 0x9a1d))
+	var diffs, ratios []float64
+	for range bs.Resamples {
+		var sa, sb float64
+		for range n {
+			i := rng.IntN(n)
+			sa += a[i]
+			sb += b[i]
+		}
+		diffs = append(diffs, (sa-sb)/float64(n))
+		if sb != 0 {
+			ratios = append(ratios, sa/sb)
+		}
+	}
+	p.Diff.Low, p.Diff.High = sortedQuantiles(diffs)
+	if p.Ratio != nil {
+		for len(ratios) < bs.Resamples {
+			ratios = append(ratios, math.Inf(1))
+		}
+		p.Ratio.Low, p.Ratio.High = sortedQuantiles(ratios)
+	}
+	return p
+}
+
+func meanOneByOne(bs Bootstrap, xs []float64) Interval {
+	n := len(xs)
+	iv := Interval{Point: Mean(xs)}
+	rng := rand.New(rand.NewPCG(bs.Seed, 0xb007))
+	stats := make([]float64, bs.Resamples)
+	for r := range stats {
+		var s float64
+		for range n {
+			s += xs[rng.IntN(n)]
+		}
+		stats[r] = s / float64(n)
+	}
+	iv.Low, iv.High = sortedQuantiles(stats)
+	return iv
 }

@@ -108,7 +108,9 @@ func TestRunSurvivesRealModelReplies(t *testing.T) {
 	fake := httptest.NewServer(p)
 	t.Cleanup(fake.Close)
 
-	job := smallJob(t, 12, "")
+	// Four tasks reach every replayed reply (they go to the first calls):
+	// two give the UT step its feedback, two select its candidates.
+	job := smallJob(t, 4, "")
 	job.Optimize.Candidates = 2
 	job.Rollout.Concurrency = 1 // the replayed replies go to the first calls in order
 	job.Cache.Disabled = true
@@ -163,6 +165,7 @@ func TestRunSurvivesRealModelReplies(t *testing.T) {
 			t.Errorf("role %s: summary counts %d malformed replies, %s holds %d", role, got, MalformedFile, n)
 		}
 	}
+	t.Logf("kinds %v, per role %v, UT feedback tasks %v, selection tasks %v", kinds, perRole, sum.Rounds[0].UT.FeedbackTasks, sum.Rounds[0].UT.Tasks)
 	ut := sum.Rounds[0].UT
 	if len(ut.Candidates) != 2 || !ut.Candidates[0].Valid || ut.Candidates[1].Valid {
 		t.Fatalf("UT candidates: want the fenced one valid and the prose one rejected, got %+v", ut.Candidates)

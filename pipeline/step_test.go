@@ -25,15 +25,42 @@ type stepFixture struct {
 
 func newStepFixture(t *testing.T, tasks int, edit func(*Job)) *stepFixture {
 	t.Helper()
+	return buildStepFixture(t, t.TempDir(), tasks, edit, t.Cleanup)
+}
+
+// sharedStep is the step fixture on 12 train tasks that the tests of a
+// step's parts read: its rollouts are the ones a fixture of their own
+// would hold (temperature 0, the same job), and each test registers only
+// candidates of its own.
+var sharedStep shared[*stepFixture]
+
+func sharedStepFixture(t *testing.T) *stepFixture {
+	t.Helper()
+	return sharedStep.get(t, func(t *testing.T) (*stepFixture, error) {
+		return buildStepFixture(t, sharedDir(t), 12, nil, func(fn func()) {
+			sharedCleanup.add(func() error { fn(); return nil })
+		}), nil
+	})
+}
+
+// buildStepFixture builds a step fixture in dir; cleanup takes the
+// closing of its runtime.
+func buildStepFixture(t *testing.T, dir string, tasks int, edit func(*Job), cleanup func(func())) *stepFixture {
+	t.Helper()
 	job := smallJob(t, tasks, "")
+	job.Cache.Path = filepath.Join(dir, "cache", "llm.db")
 	if edit != nil {
 		edit(job)
 	}
-	p, err := newRunner(context.Background(), job, t.TempDir(), RunOptions{})
+	run := filepath.Join(dir, "run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := newRunner(context.Background(), job, run, RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.rt.Close() })
+	cleanup(func() { p.rt.Close() })
 	f := &stepFixture{p: p}
 	if f.seed, err = p.registerSeed(); err != nil {
 		t.Fatal(err)
@@ -50,7 +77,7 @@ func newStepFixture(t *testing.T, tasks int, edit func(*Job)) *stepFixture {
 // The selection tasks of a step and the tasks its feedback came from never
 // overlap; UT selects among the baseline's successes.
 func TestSplitDisjoint(t *testing.T) {
-	f := newStepFixture(t, 16, nil)
+	f := sharedStepFixture(t)
 	ok := map[string]bool{}
 	for _, tr := range f.base.Outcomes {
 		ok[tr.TaskID] = tr.Success
@@ -83,7 +110,7 @@ func TestSplitDisjoint(t *testing.T) {
 // analyse asks about every item and keeps every answer; propose writes K
 // candidates, registered with the parent as lineage.
 func TestAnalyseAndPropose(t *testing.T) {
-	f := newStepFixture(t, 12, nil)
+	f := sharedStepFixture(t)
 	p := f.p
 	_, items, err := p.split(contrastive.StepUT, f.base, f.cur)
 	if err != nil {

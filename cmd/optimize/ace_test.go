@@ -17,12 +17,14 @@ import (
 	"github.com/ctxopt/ctxopt/pipeline"
 )
 
-// aceJobFile writes the demo job with optimizer ace on 16 train tasks,
-// without evaluation or export, in its own directory (and cache).
+// aceJobFile writes the demo job with optimizer ace on 8 train tasks,
+// without evaluation or export, in its own directory (and cache): enough
+// for ACE rounds with feedback and a playbook with bullets, which is what
+// a kill mid round and the resume are checked on.
 func aceJobFile(t *testing.T) string {
 	t.Helper()
 	return writeJob(t, t.TempDir(), func(s string) string {
-		s = strings.Replace(s, "step_limit: 30", "step_limit: 30\n  train_limit: 16\n  test_limit: 2", 1)
+		s = strings.Replace(s, "step_limit: 30", "step_limit: 30\n  train_limit: 8\n  test_limit: 2", 1)
 		s = strings.Replace(s, "optimize:\n", "optimizer: ace\nace:\n  epochs: 2\n  max_tokens: 512\noptimize:\n", 1)
 		s = strings.Replace(s, "eval:\n  disabled: false", "eval:\n  disabled: true", 1)
 		return strings.Replace(s, "distill:\n  enabled: true", "distill:\n  enabled: false", 1)

@@ -257,7 +257,8 @@ func TestRolloutAgainstFaultyServer(t *testing.T) {
 		return strings.ReplaceAll(s, "base_url: embedded", "base_url: "+url+"\n    no_key: true")
 	})
 	out := filepath.Join(dir, "out")
-	code, _, stderr := runCLI(t, "rollout", "--config", cfg, "--strategy", "prompting", "--limit", "12", "--out", out)
+	// Six tasks meet every kind of fault, as twelve did (logged).
+	code, _, stderr := runCLI(t, "rollout", "--config", cfg, "--strategy", "prompting", "--limit", "6", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -266,7 +267,7 @@ func TestRolloutAgainstFaultyServer(t *testing.T) {
 		t.Fatalf("retries %d, malformed %d: the faults were not seen", sum.Retries, sum.MalformedToolCalls)
 	}
 	t.Logf("%d tasks: %d llm calls, %d retries, %d malformed tool calls asked again, %d infra failures", sum.Tasks, sum.LLMCalls, sum.Retries, sum.MalformedToolCalls, sum.InfraFailures)
-	if sum.Tasks != 12 || sum.Scored+sum.InfraFailures != 12 {
+	if sum.Tasks != 6 || sum.Scored+sum.InfraFailures != 6 {
 		t.Fatalf("summary %+v", sum)
 	}
 }

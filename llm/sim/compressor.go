@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/ctxopt/ctxopt/llm"
@@ -57,9 +58,42 @@ func (d directives) strictFor(f fact) bool {
 
 var lengthRe = regexp.MustCompile(`(?:under|at most|within|no more than|below|<=|≤)\s*(\d[\d,]*)\s*(characters|chars|words|tokens)\b`)
 
+// directivesRead holds the directives of the instruction texts read so
+// far: a guideline's compressor is asked hundreds of times with the same
+// instructions, and reading them (regular expressions on every line) was
+// most of answering. Callers only read what they get: its slices are
+// clipped, so an append copies.
+var directivesRead = struct {
+	sync.Mutex
+	byText map[string]directives
+}{byText: map[string]directives{}}
+
+// directivesReadMax bounds directivesRead: past it, it starts over.
+const directivesReadMax = 512
+
 // readDirectives reads the directives of the instruction text, line by
-// line, case-insensitively (docs/embedded-model.md, Compressor).
+// line, case-insensitively (docs/embedded-model.md, Compressor), once per
+// text.
 func readDirectives(instr string) directives {
+	directivesRead.Lock()
+	d, ok := directivesRead.byText[instr]
+	directivesRead.Unlock()
+	if ok {
+		return d
+	}
+	d = parseDirectives(instr)
+	d.StrictRels, d.Limits = slices.Clip(d.StrictRels), slices.Clip(d.Limits)
+	directivesRead.Lock()
+	defer directivesRead.Unlock()
+	if len(directivesRead.byText) >= directivesReadMax {
+		directivesRead.byText = map[string]directives{}
+	}
+	directivesRead.byText[instr] = d
+	return d
+}
+
+// parseDirectives is readDirectives without the memo.
+func parseDirectives(instr string) directives {
 	instr = bulletRules(instr)
 	d := readFactDirectives(instr)
 	var sw switches

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // asciiLower maps A-Z to a-z and leaves every other byte alone, so byte
@@ -159,9 +160,41 @@ var (
 	listPrefix = regexp.MustCompile(`^(?:[-*•]\s+)?(?:Q\d+:\s+)?`)
 )
 
-// parseFacts returns every fact statement of text in order of appearance.
-// Fact-cache lines are read whole; other lines are split into sentences.
+// factsRead holds the facts of the texts read so far: a history's
+// observations are read again at every compression of it, and reading
+// them (regular expressions on every sentence) was most of answering.
+// Callers only read what they get: the slices are clipped, so an append
+// copies.
+var factsRead = struct {
+	sync.Mutex
+	byText map[string][]fact
+}{byText: map[string][]fact{}}
+
+// factsReadMax bounds factsRead: past it, it starts over.
+const factsReadMax = 1 << 12
+
+// parseFacts returns every fact statement of text in order of appearance,
+// read once per text.
 func parseFacts(text string) []fact {
+	factsRead.Lock()
+	fs, ok := factsRead.byText[text]
+	factsRead.Unlock()
+	if ok {
+		return fs
+	}
+	fs = slices.Clip(scanFacts(text))
+	factsRead.Lock()
+	defer factsRead.Unlock()
+	if len(factsRead.byText) >= factsReadMax {
+		factsRead.byText = map[string][]fact{}
+	}
+	factsRead.byText[text] = fs
+	return fs
+}
+
+// scanFacts is parseFacts without the memo. Fact-cache lines are read
+// whole; other lines are split into sentences.
+func scanFacts(text string) []fact {
 	var out []fact
 	for line := range strings.Lines(text) {
 		line = strings.TrimSpace(line)

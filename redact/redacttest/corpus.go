@@ -102,29 +102,128 @@ const FragmentLen = 10
 // Decoded is an output as a reader can decode it: as it is,
 // JSON-unescaped up to three times, URL-decoded, each also with its line
 // breaks removed, and the base64 tokens of all of those decoded.
-type Decoded []string
+type Decoded struct {
+	views []string
+	// found holds the pieces FragmentLen long of the corpus' secrets
+	// (fragments) that some view holds, found in one pass over the views:
+	// looking for every piece of every sample with strings.Contains took
+	// most of the race-enabled acceptance tests' CPU.
+	found map[string]bool
+}
 
 // Decode decodes an output once, for the samples to be looked for in it.
-func Decode(out string) Decoded { return decodedViews(out) }
+func Decode(out string) Decoded {
+	d := Decoded{views: decodedViews(out), found: map[string]bool{}}
+	for _, v := range d.views {
+		fragmentsIn(v, d.found)
+	}
+	return d
+}
 
 // Recovered returns what of s's secret a reader can recover from d: the
 // secret, or a piece of it FragmentLen long (the whole secret when it is
 // shorter); "" when nothing.
 func (d Decoded) Recovered(s Sample) string {
-	for _, v := range d {
-		if strings.Contains(v, s.Leak) {
-			return s.Leak
+	if clean, known := d.noFragmentOf(s.Leak); known && clean {
+		// No piece of the secret is in a view, so neither is the secret.
+		return ""
+	}
+	return scan(d.views, s.Leak)
+}
+
+// scan is Recovered looking for leak and each of its pieces in every view.
+func scan(views []string, leak string) string {
+	for _, v := range views {
+		if strings.Contains(v, leak) {
+			return leak
 		}
 	}
-	for i := 0; i+FragmentLen <= len(s.Leak); i++ {
-		frag := s.Leak[i : i+FragmentLen]
-		for _, v := range d {
+	for i := 0; i+FragmentLen <= len(leak); i++ {
+		frag := leak[i : i+FragmentLen]
+		for _, v := range views {
 			if strings.Contains(v, frag) {
 				return frag
 			}
 		}
 	}
 	return ""
+}
+
+// noFragmentOf reports whether d's views hold no piece of leak FragmentLen
+// long; known is false when d cannot tell without scanning (a secret
+// shorter than FragmentLen, or one not of the corpus).
+func (d Decoded) noFragmentOf(leak string) (clean, known bool) {
+	if len(leak) < FragmentLen {
+		return false, false
+	}
+	for i := 0; i+FragmentLen <= len(leak); i++ {
+		frag := leak[i : i+FragmentLen]
+		if _, ok := corpusFragments.set[frag]; !ok {
+			return false, false
+		}
+		if d.found[frag] {
+			return false, true
+		}
+	}
+	return true, true
+}
+
+// fragmentTable is every piece FragmentLen long of the corpus' secrets,
+// with a filter on their rolling hashes that lets a scan skip almost
+// every window of a text without a map look-up.
+type fragmentTable struct {
+	set    map[string]struct{}
+	filter [1 << 16 / 64]uint64
+}
+
+// fragBase is the rolling hash's multiplier; fragOut is fragBase to the
+// power FragmentLen, which takes a window's first byte out of its hash.
+const fragBase = 16777619
+
+var fragOut = func() uint32 {
+	p := uint32(1)
+	for range FragmentLen {
+		p *= fragBase
+	}
+	return p
+}()
+
+var corpusFragments = func() *fragmentTable {
+	t := &fragmentTable{set: map[string]struct{}{}}
+	for _, s := range Samples() {
+		for i := 0; i+FragmentLen <= len(s.Leak); i++ {
+			frag := s.Leak[i : i+FragmentLen]
+			t.set[frag] = struct{}{}
+			var h uint32
+			for j := range FragmentLen {
+				h = h*fragBase + uint32(frag[j])
+			}
+			t.filter[(h>>16)/64] |= 1 << ((h >> 16) % 64)
+		}
+	}
+	return t
+}()
+
+// fragmentsIn adds to found the corpus fragments that v holds.
+func fragmentsIn(v string, found map[string]bool) {
+	t := corpusFragments
+	var h uint32
+	for i := range len(v) {
+		h = h*fragBase + uint32(v[i])
+		if i < FragmentLen-1 {
+			continue
+		}
+		if i >= FragmentLen {
+			h -= fragOut * uint32(v[i-FragmentLen])
+		}
+		if t.filter[(h>>16)/64]&(1<<((h>>16)%64)) == 0 {
+			continue
+		}
+		w := v[i+1-FragmentLen : i+1]
+		if _, ok := t.set[w]; ok {
+			found[w] = true
+		}
+	}
 }
 
 // Recovered is Decode(out).Recovered(s).
@@ -169,22 +268,30 @@ func isBase64Char(c byte) bool {
 }
 
 // decodedViews are the texts a reader could recover from out.
+// A view equal to one already there is left out: it could recover nothing
+// more, and most outputs have nothing to unescape or no line break.
 func decodedViews(out string) []string {
-	views := []string{out}
+	views, seen := []string{out}, map[string]bool{out: true}
+	add := func(v string) {
+		if !seen[v] {
+			seen[v] = true
+			views = append(views, v)
+		}
+	}
 	v := out
 	for range 3 {
 		v = jsonEscapes.Replace(v)
-		views = append(views, v)
+		add(v)
 	}
-	views = append(views, urlDecode(out))
+	add(urlDecode(out))
 	for _, x := range slices.Clone(views) {
-		views = append(views, lineBreaks.Replace(x))
+		add(lineBreaks.Replace(x))
 	}
 	for _, x := range slices.Clone(views) {
 		for _, tok := range base64Tokens(x) {
 			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 				if d, err := enc.DecodeString(tok); err == nil {
-					views = append(views, string(d))
+					add(string(d))
 				}
 			}
 		}

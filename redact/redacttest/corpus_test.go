@@ -24,3 +24,25 @@ func TestBase64TokensMatchRegexp(t *testing.T) {
 		}
 	}
 }
+
+// Recovered answers from the fragments found in one pass what looking for
+// the secret and each of its pieces in every view answers, on every shape
+// of every sample, each pair of samples, and texts around them.
+func TestRecoveredMatchesScan(t *testing.T) {
+	var texts []string
+	for _, s := range Samples() {
+		for _, sh := range Shapes(s) {
+			texts = append(texts, sh.Text, "x"+sh.Text[1:], sh.Text[:len(sh.Text)/2])
+		}
+	}
+	other := Sample{Kind: "other", Leak: "not-of-the-corpus-9q"}
+	texts = append(texts, "", "see not-of-the-corpus-9q here", strings.Join(texts, "\n"))
+	for _, text := range texts {
+		d := Decode(text)
+		for _, s := range append(Samples(), other) {
+			if got, want := d.Recovered(s), scan(d.views, s.Leak); got != want {
+				t.Errorf("Recovered(%q, %s) = %q, scanning finds %q", text, s.Kind, got, want)
+			}
+		}
+	}
+}
