@@ -239,7 +239,11 @@ func TestSpendSurvivesKill9(t *testing.T) {
 	sim := startSim(t, "--latency", "5ms", "--rate-5xx", "0.1")
 	dir := t.TempDir()
 	concurrency := 4
+	// Attempts time out only past 30 s: an attempt the endpoint answered
+	// after the client gave up (1 s, under load) is answered but no call,
+	// and would count against the bound below as if it were in flight.
 	cfg := remoteJob(t, dir, sim.url, func(s string) string {
+		s = strings.ReplaceAll(s, "timeout: 1s", "timeout: 30s")
 		return strings.Replace(s, "rollout:\n  concurrency: 8", "rollout:\n  concurrency: 4", 1)
 	})
 	out := filepath.Join(dir, "run")
