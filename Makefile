@@ -60,7 +60,7 @@ RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
 # failed tests again and a closing "DONE N tests, M failures in Ts" line; when
 # it could not be installed, or GO names another go than PATH's (gotestsum
 # runs PATH's), plain go test runs. The two longest packages start first
-# (go test runs two at once on 2 cores). About 10 minutes on 2 cores.
+# (go test runs two at once on 2 cores). About 7 minutes on 2 cores.
 GOTESTSUM := .cache/bin/gotestsum
 TESTCMD = $(if $(and $(wildcard $(GOTESTSUM)),$(filter go,$(GO))),$(GOTESTSUM) --format standard-quiet --,$(GO) test)
 
