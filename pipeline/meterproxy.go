@@ -305,22 +305,30 @@ func (p *MeterProxy) forward(ctx context.Context, r *http.Request, up string, bo
 // transport asks for, and undoes, its own compression, so that it reads
 // the usage of a plain body).
 func forwarded(k string) bool {
-	switch http.CanonicalHeaderKey(k) {
+	switch k = http.CanonicalHeaderKey(k); k {
 	case MeterUpstreamHeader, MeterStoreHeader, MeterWorkflowHeader, MeterActivityHeader, MeterAttemptHeader, MeterRequestHeader,
-		"Accept-Encoding", "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length":
+		"Accept-Encoding", "Proxy-Authorization":
 		return false
 	}
-	return true
+	return !hopByHop(k)
+}
+
+// hopByHop says whether the header k concerns one connection only, so a
+// proxy neither forwards nor relays it (Content-Length is set anew).
+func hopByHop(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length":
+		return true
+	}
+	return false
 }
 
 // relay writes the upstream's answer to the client.
 func relay(w http.ResponseWriter, resp *http.Response, answer []byte) {
 	for k, vs := range resp.Header {
-		switch k {
-		case "Connection", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Content-Length":
-			continue
+		if !hopByHop(k) {
+			w.Header()[k] = vs
 		}
-		w.Header()[k] = vs
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
 	w.WriteHeader(resp.StatusCode)
