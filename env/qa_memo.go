@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+
+	"github.com/ctxopt/ctxopt/internal/memo"
 )
 
 // qaData is a qa dataset as loaded and checked: its passages in id order,
@@ -41,13 +43,7 @@ func (d *qaData) searchIndex() *bm25 {
 // worker of a process (a nightly loop, a test binary) opens its dataset
 // again, and decoding and checking every line and indexing the corpus
 // took most of opening it. Files whose bytes changed load anew.
-var qaLoaded = struct {
-	sync.Mutex
-	byKey map[string]*qaData
-}{byKey: map[string]*qaData{}}
-
-// qaLoadedMax bounds qaLoaded: past it, it starts over.
-const qaLoadedMax = 8
+var qaLoaded = memo.New[string, *qaData](8)
 
 // qaFiles are the files of a qa dataset, VERSION optional.
 var qaFiles = []string{"corpus.jsonl", "train.jsonl", "test.jsonl", "VERSION"}
@@ -82,10 +78,7 @@ func (d dataset) memoKey() (key string, ok bool) {
 func loadQA(d dataset) (*qaData, error) {
 	key, ok := d.memoKey()
 	if ok {
-		qaLoaded.Lock()
-		data := qaLoaded.byKey[key]
-		qaLoaded.Unlock()
-		if data != nil {
+		if data, hit := qaLoaded.Get(key); hit {
 			return data, nil
 		}
 	}
@@ -93,11 +86,6 @@ func loadQA(d dataset) (*qaData, error) {
 	if err != nil || !ok {
 		return data, err
 	}
-	qaLoaded.Lock()
-	defer qaLoaded.Unlock()
-	if len(qaLoaded.byKey) >= qaLoadedMax {
-		qaLoaded.byKey = map[string]*qaData{}
-	}
-	qaLoaded.byKey[key] = data
+	qaLoaded.Put(key, data)
 	return data, nil
 }

@@ -10,7 +10,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"sync"
+
+	"github.com/ctxopt/ctxopt/internal/memo"
 )
 
 // Interval is a point estimate with a 95% interval.
@@ -166,17 +167,10 @@ func (bs Bootstrap) Paired(a, b []float64) Paired {
 // instead of one per metric.
 func (bs Bootstrap) PairedAll(as, refs [][]float64) []Paired {
 	key := bs.pairedKey(as, refs)
-	pairedDone.Lock()
-	done, ok := pairedDone.byKey[key]
-	pairedDone.Unlock()
+	done, ok := pairedDone.Get(key)
 	if !ok {
 		done = bs.pairedAll(as, refs)
-		pairedDone.Lock()
-		if len(pairedDone.byKey) >= pairedDoneMax {
-			pairedDone.byKey = map[[sha256.Size]byte][]Paired{}
-		}
-		pairedDone.byKey[key] = done
-		pairedDone.Unlock()
+		pairedDone.Put(key, done)
 	}
 	out := make([]Paired, len(done))
 	for m, p := range done {
@@ -193,13 +187,7 @@ func (bs Bootstrap) PairedAll(as, refs [][]float64) []Paired {
 // report compares a candidate with the same arm several times (its
 // verdict, the gate, the table), and each comparison is Resamples draws
 // for every metric. The comparison is a function of its inputs alone.
-var pairedDone = struct {
-	sync.Mutex
-	byKey map[[sha256.Size]byte][]Paired
-}{byKey: map[[sha256.Size]byte][]Paired{}}
-
-// pairedDoneMax bounds pairedDone: past it, it starts over.
-const pairedDoneMax = 256
+var pairedDone = memo.New[[sha256.Size]byte, []Paired](256)
 
 // pairedKey names the inputs of a PairedAll: the resamples, the seed and
 // every value, bit for bit.

@@ -6,10 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/ctxopt/ctxopt/llm"
+
+	"github.com/ctxopt/ctxopt/internal/memo"
 )
 
 // keepRate is the chance that a compressor without the strict rule keeps a
@@ -63,32 +64,18 @@ var lengthRe = regexp.MustCompile(`(?:under|at most|within|no more than|below|<=
 // instructions, and reading them (regular expressions on every line) was
 // most of answering. Callers only read what they get: its slices are
 // clipped, so an append copies.
-var directivesRead = struct {
-	sync.Mutex
-	byText map[string]directives
-}{byText: map[string]directives{}}
-
-// directivesReadMax bounds directivesRead: past it, it starts over.
-const directivesReadMax = 512
+var directivesRead = memo.New[string, directives](512)
 
 // readDirectives reads the directives of the instruction text, line by
 // line, case-insensitively (docs/embedded-model.md, Compressor), once per
 // text.
 func readDirectives(instr string) directives {
-	directivesRead.Lock()
-	d, ok := directivesRead.byText[instr]
-	directivesRead.Unlock()
-	if ok {
+	if d, ok := directivesRead.Get(instr); ok {
 		return d
 	}
-	d = parseDirectives(instr)
+	d := parseDirectives(instr)
 	d.StrictRels, d.Limits = slices.Clip(d.StrictRels), slices.Clip(d.Limits)
-	directivesRead.Lock()
-	defer directivesRead.Unlock()
-	if len(directivesRead.byText) >= directivesReadMax {
-		directivesRead.byText = map[string]directives{}
-	}
-	directivesRead.byText[instr] = d
+	directivesRead.Put(instr, d)
 	return d
 }
 

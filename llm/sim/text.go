@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/ctxopt/ctxopt/internal/memo"
 )
 
 // asciiLower maps A-Z to a-z and leaves every other byte alone, so byte
@@ -165,30 +166,16 @@ var (
 // them (regular expressions on every sentence) was most of answering.
 // Callers only read what they get: the slices are clipped, so an append
 // copies.
-var factsRead = struct {
-	sync.Mutex
-	byText map[string][]fact
-}{byText: map[string][]fact{}}
-
-// factsReadMax bounds factsRead: past it, it starts over.
-const factsReadMax = 1 << 12
+var factsRead = memo.New[string, []fact](1 << 12)
 
 // parseFacts returns every fact statement of text in order of appearance,
 // read once per text.
 func parseFacts(text string) []fact {
-	factsRead.Lock()
-	fs, ok := factsRead.byText[text]
-	factsRead.Unlock()
-	if ok {
+	if fs, ok := factsRead.Get(text); ok {
 		return fs
 	}
-	fs = slices.Clip(scanFacts(text))
-	factsRead.Lock()
-	defer factsRead.Unlock()
-	if len(factsRead.byText) >= factsReadMax {
-		factsRead.byText = map[string][]fact{}
-	}
-	factsRead.byText[text] = fs
+	fs := slices.Clip(scanFacts(text))
+	factsRead.Put(text, fs)
 	return fs
 }
 
