@@ -3,8 +3,8 @@
 # Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, llama.cpp on loopback) compresses
 # qa histories in two settings on the same test tasks:
 #   mixed     the embedded agent (it reads the context exactly), the real
-#             compressor; 20 tasks (jobs/real-mixed.yaml)
-#   all-real  every role on the real model; the first 4 of those tasks
+#             compressor; 10 tasks (jobs/real-mixed.yaml)
+#   all-real  every role on the real model; the first 2 of those tasks
 #             (jobs/real-all.yaml)
 # comparing no compression, prompting, a plain keep-facts guideline and the
 # guideline optimize run selects with the real model as analyzer and
@@ -17,9 +17,9 @@
 # the rollouts it finished (steps.tsv times the last invocation only;
 # REAL_FRESH=1 starts over). On a loaded machine the experiment can be
 # made smaller, each knob documented with the figures it produced:
-#   QUALITY_SELECTION_TASKS  tasks each candidate guideline is selected on (4)
-#   QUALITY_TEST_TASKS       mixed setting's test tasks (20)
-#   QUALITY_ALL_TASKS        all-real setting's test tasks, its first ones (4;
+#   QUALITY_SELECTION_TASKS  tasks each candidate guideline is selected on (2)
+#   QUALITY_TEST_TASKS       mixed setting's test tasks (10)
+#   QUALITY_ALL_TASKS        all-real setting's test tasks, its first ones (2;
 #                            0 leaves the all-real setting out)
 # A larger QUALITY_TEST_TASKS later re-uses every rollout already run.
 set -euo pipefail
@@ -54,9 +54,9 @@ step build "build optimize"
 go build -o bin/optimize ./cmd/optimize
 job real-mixed
 job real-all
-sized "$OUT/real-mixed.yaml" selection_tasks "${QUALITY_SELECTION_TASKS:-4}"
-sized "$OUT/real-mixed.yaml" test_limit "${QUALITY_TEST_TASKS:-20}"
-((${QUALITY_ALL_TASKS:-4} == 0)) || sized "$OUT/real-all.yaml" test_limit "${QUALITY_ALL_TASKS:-4}"
+sized "$OUT/real-mixed.yaml" selection_tasks "${QUALITY_SELECTION_TASKS:-2}"
+sized "$OUT/real-mixed.yaml" test_limit "${QUALITY_TEST_TASKS:-10}"
+((${QUALITY_ALL_TASKS:-2} == 0)) || sized "$OUT/real-all.yaml" test_limit "${QUALITY_ALL_TASKS:-2}"
 
 step server "start llama.cpp (xllamacpp) on 127.0.0.1:$PORT (chat) and :$((PORT + 1)) (embeddings)"
 serve "$MODEL" "$PORT" "$OUT/server"
@@ -75,11 +75,11 @@ eval_both() {
 		>"$OUT/$1-eval-vs-prompting.txt" 2>"$OUT/$1-eval-vs-prompting.log"
 }
 
-step mixed_eval "mixed: optimize eval of none, prompting, keep-facts, selected on ${QUALITY_TEST_TASKS:-20} test tasks"
+step mixed_eval "mixed: optimize eval of none, prompting, keep-facts, selected on ${QUALITY_TEST_TASKS:-10} test tasks"
 eval_both mixed
 
-if ((${QUALITY_ALL_TASKS:-4} > 0)); then
-	step all_eval "all-real: optimize eval of the same candidates on the first ${QUALITY_ALL_TASKS:-4} of those tasks"
+if ((${QUALITY_ALL_TASKS:-2} > 0)); then
+	step all_eval "all-real: optimize eval of the same candidates on the first ${QUALITY_ALL_TASKS:-2} of those tasks"
 	eval_both all
 fi
 
