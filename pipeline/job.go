@@ -217,6 +217,10 @@ type OptimizeSpec struct {
 	// parent: keep-parent keeps the parent, argmax takes the best
 	// candidate anyway (ACON's Algorithm 1).
 	Selection string `yaml:"selection" json:"selection"`
+	// SkipFIFO leaves the FIFO baseline out of the train split's
+	// rollouts. It is a reference row in the report and no step reads it,
+	// so a job on a slow or paid endpoint can spare its calls.
+	SkipFIFO bool `yaml:"skip_fifo" json:"skip_fifo,omitempty"`
 }
 
 // Budget stops a job cleanly when reached; zero means unlimited.

@@ -25,7 +25,10 @@ func Project(job *Job, ntrain int) Projection {
 	steps := float64(job.Env.StepLimit) / 2
 	var agent, comp, opt use
 	n := float64(ntrain)
-	for _, c := range []bool{false, false, true} { // baseline, fifo, prompting
+	for i, c := range []bool{false, false, true} { // baseline, fifo, prompting
+		if i == 1 && job.Optimize.SkipFIFO {
+			continue
+		}
 		a, k := rolloutUse(job, n, c)
 		agent.add(a)
 		comp.add(k)

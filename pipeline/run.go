@@ -209,7 +209,8 @@ func (p *runner) begin() (*RunSummary, compiled, error) {
 }
 
 // baselines rolls the train split out without compression (ACON's
-// baseline H), with FIFO, and with the starting guideline (H' under P(0)).
+// baseline H), with FIFO (unless optimize.skip_fifo), and with the
+// starting guideline (H' under P(0)).
 //
 // Run by workers (Advance), the three wait for their rollouts together.
 func (p *runner) baselines(sum *RunSummary, seed compiled) (base, cur *stagedRollout, err error) {
@@ -219,17 +220,22 @@ func (p *runner) baselines(sum *RunSummary, seed compiled) (base, cur *stagedRol
 		return nil, nil, err
 	}
 	waits = append(waits, err)
-	fifo, err := p.rollout("fifo", compress.FIFO, nil, p.train)
-	if err != nil && !waiting(err) {
-		return nil, nil, err
+	var fifo *stagedRollout
+	if !p.job.Optimize.SkipFIFO {
+		fifo, err = p.rollout("fifo", compress.FIFO, nil, p.train)
+		if err != nil && !waiting(err) {
+			return nil, nil, err
+		}
+		waits = append(waits, err)
 	}
-	waits = append(waits, err)
 	cur, err = p.rollout("prompting", compress.Prompting, seed.g, p.train)
 	if err = joinNeeds(append(waits, err)); err != nil {
 		return nil, nil, err
 	}
 	sum.Baseline = StageSummary{Summary: base.Summary}
-	sum.FIFO = StageSummary{Summary: fifo.Summary}
+	if fifo != nil {
+		sum.FIFO = StageSummary{Summary: fifo.Summary}
+	}
 	sum.Prompting = StageSummary{Summary: cur.Summary, GuidelineID: seed.rec.ID}
 	return base, cur, nil
 }

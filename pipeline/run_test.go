@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,5 +234,46 @@ func TestRunStopsAtBudgetAndResumes(t *testing.T) {
 	}
 	if sum.SelectedGuideline == "" {
 		t.Fatal("resumed run did not finish")
+	}
+}
+
+// optimize.skip_fifo leaves the FIFO baseline out: no fifo stage, no fifo
+// row, a smaller projection, and the same selected guideline, because no
+// step reads the baseline.
+func TestSkipFIFO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two runs")
+	}
+	run := func(skip bool) (*RunSummary, string) {
+		job := smallJob(t, 6, "")
+		job.Optimize.SkipFIFO = skip
+		job.Eval.Disabled = true
+		dir := t.TempDir()
+		sum, err := Run(context.Background(), job, dir, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, dir
+	}
+	with, _ := run(false)
+	without, dir := run(true)
+	if with.FIFO.Tasks != 6 || without.FIFO.Strategy != "" || without.FIFO.Tasks != 0 {
+		t.Fatalf("fifo summaries: with %+v, skipped %+v", with.FIFO.Summary, without.FIFO.Summary)
+	}
+	if without.SelectedGuideline != with.SelectedGuideline || without.Baseline.Successes != with.Baseline.Successes {
+		t.Errorf("skipping fifo changed the run: selected %s vs %s", without.SelectedGuideline, with.SelectedGuideline)
+	}
+	if without.Projected.LLMCalls >= with.Projected.LLMCalls {
+		t.Errorf("projected calls %d with fifo skipped, %d with it", without.Projected.LLMCalls, with.Projected.LLMCalls)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stages", "fifo")); !os.IsNotExist(err) {
+		t.Errorf("stages/fifo with fifo skipped: %v", err)
+	}
+	if err := Report(io.Discard, dir, without, nil); err != nil {
+		t.Fatal(err)
+	}
+	md := mustRead(t, filepath.Join(dir, "report.md"))
+	if strings.Contains(md, "| fifo ") || !strings.Contains(md, "| prompting ") {
+		t.Errorf("report rows with fifo skipped:\n%s", md)
 	}
 }

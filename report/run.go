@@ -177,7 +177,11 @@ func beforeAfter(r *Run) section {
 // beforeAfterRows are the train split's rollouts by name, and what the
 // compressor wrote per task; an ACE run has one optimized row.
 func beforeAfterRows(r *Run) ([]Row, string) {
-	rows := []Row{{Name: "none", Summary: r.Baseline}, {Name: "fifo", Summary: r.FIFO}, {Name: "prompting", Summary: r.Prompting}}
+	rows := []Row{{Name: "none", Summary: r.Baseline}}
+	if r.FIFO.Tasks > 0 { // a job with optimize.skip_fifo ran none
+		rows = append(rows, Row{Name: "fifo", Summary: r.FIFO})
+	}
+	rows = append(rows, Row{Name: "prompting", Summary: r.Prompting})
 	if r.ACE {
 		return append(rows, Row{Name: "ace playbook", Summary: r.UTCO}), fmt.Sprintf("Compressor output tokens per task: prompting %s, ACE playbook %s.",
 			Human(r.Prompting.CompressorOutputTokensMean), Human(r.UTCO.CompressorOutputTokensMean))
