@@ -73,7 +73,7 @@ fetch_model() {
 }
 
 # BASE is the student's base model, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M):
-# make real trains it 2 steps, make student $STUDENT_STEPS.
+# make student trains it $STUDENT_STEPS steps.
 BASE=$WORK/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 fetch_base() { fetch_model student-base qwen2.5-coder-0.5b-instruct-q4_k_m "$BASE"; }
 

