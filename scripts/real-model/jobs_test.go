@@ -1,11 +1,15 @@
 package realmodel
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ctxopt/ctxopt/llm"
 	"github.com/ctxopt/ctxopt/pipeline"
+	"github.com/ctxopt/ctxopt/serve"
 )
 
 // The jobs make real runs must load on a machine with no key variables
@@ -69,5 +73,35 @@ func TestRealJobs(t *testing.T) {
 	if same != mixed.Env || all.Seed != mixed.Seed || all.Compression.History != mixed.Compression.History || all.Env.TestLimit > mixed.Env.TestLimit {
 		t.Errorf("real-all: env %+v seed %d history %+v; want real-mixed's (%+v, %d, %+v) with at most its test tasks",
 			all.Env, all.Seed, all.Compression.History, mixed.Env, mixed.Seed, mixed.Compression.History)
+	}
+}
+
+// The chain make student serves (student -> teacher -> truncation) is what
+// optimize serve accepts, filled in as student.sh fills it, with a
+// threshold the conversation serve_chain.py sends passes.
+func TestStudentServeConfig(t *testing.T) {
+	src, err := os.ReadFile("serve-student.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	filled := strings.NewReplacer("@PROXY@", "28086", "@TEACHER@", "http://127.0.0.1:28080/v1", "@STUDENT@", "http://127.0.0.1:28082/v1",
+		"@REGISTRY@", dir, "@SESSIONS@", filepath.Join(dir, "sessions.db")).Replace(string(src))
+	if left := regexp.MustCompile(`@[A-Z]+@`).FindString(filled); left != "" {
+		t.Fatalf("student.sh does not fill %s", left)
+	}
+	path := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(path, []byte(filled), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := serve.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Compression.Threshold > 800 {
+		t.Errorf("threshold %d: serve_chain.py's conversation (one training row, about 900 tokens) would not pass it", cfg.Compression.Threshold)
 	}
 }
