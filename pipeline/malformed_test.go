@@ -172,57 +172,6 @@ func TestRunSurvivesRealModelReplies(t *testing.T) {
 	}
 }
 
-func TestFencedTemplate(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{"bare", "Summarize {{ history }}\n", "Summarize {{ history }}\n"},
-		{"whole reply fenced", "```jinja\nSummarize {{ history }}\n```", "Summarize {{ history }}\n"},
-		{"prose around the fence", "Here is the updated guideline:\n\n```\nSummarize {{ history }}\n```\n\nIt keeps the facts.", "Summarize {{ history }}\n"},
-		{"cut reply, fence never closed", "Sure:\n```django\nSummarize {{ history }}", "Summarize {{ history }}\n"},
-		{"template on the fence line", "```{{ history }}```", "{{ history }}\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := fencedTemplate(tt.in); got != tt.want {
-				t.Errorf("fencedTemplate(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
-// TestUnechoed replays the two candidates Qwen2.5-Coder-1.5B-Instruct wrote
-// in make real-quality (temperature 0): the template with the prompt's
-// marker and closing instruction after it (UT), and the same wrapped in
-// the marker lines with the instruction twice (CO). Each gives back the
-// template alone; a reply without marker lines is left as it is.
-func TestUnechoed(t *testing.T) {
-	seed, err := templates.Source(prompts(compress.Prompting)[compress.KindHistory])
-	if err != nil {
-		t.Fatal(err)
-	}
-	const m, closing = templates.OriginalPrompt, "Output only the improved template text, ready to be rendered."
-	tests := []struct {
-		name, in, want string
-		echoed         bool
-	}{
-		{"ut: marker and instruction after the template", seed + "\n\n" + m + "\n\n" + closing, seed, true},
-		{"co: between markers, instruction twice", m + "\n" + seed + "\n" + m + "\n\n" + closing + "\n" + m + "\n\n" + closing, seed, true},
-		{"marker with spaces around it", "  " + m + " \n" + seed + "\n" + m, seed, true},
-		{"no marker", seed, seed, false},
-		{"marker inside a line is text", "Keep " + m + " out.\n", "Keep " + m + " out.\n", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, echoed := unechoed(tt.in)
-			if echoed != tt.echoed || strings.TrimSpace(got) != strings.TrimSpace(tt.want) {
-				t.Errorf("unechoed = %q, %v; want %q, %v", got, echoed, tt.want, tt.echoed)
-			}
-			if echoed && strings.Contains(got, m) {
-				t.Errorf("a marker survived: %q", got)
-			}
-		})
-	}
-}
-
 // TestRecordMalformedMendsTail resumes the malformed replies log a killed
 // run left: the next record is a line of its own, after every whole one.
 func TestRecordMalformedMendsTail(t *testing.T) {

@@ -72,65 +72,14 @@ func (p *runner) ask(step string, parent compiled, sample []contrastive.Feedback
 	if err != nil {
 		return "", fmt.Errorf("optimizer call: %w", err)
 	}
-	out := fencedTemplate(resp.Message.Content)
-	if t, echoed := unechoed(out); echoed {
+	out, echoed := guideline.FromReply(resp.Message.Content)
+	if echoed {
 		p.optimizer.ReportMalformed(llm.MalformedReply{Purpose: llm.PurposeOptimizer, Kind: llm.MalformedCandidate,
 			Detail: fmt.Sprintf("%s candidate %d: recovered: the reply echoed the prompt's %s lines; the longest part between them is the candidate", step, k, templates.OriginalPrompt),
 			Raw:    resp.Message.Content})
-		out = t
 	}
 	if strings.TrimSpace(out) == "" {
 		return resp.Message.Content, errors.New("optimizer returned an empty candidate")
 	}
 	return out, nil
-}
-
-// fencedTemplate returns the candidate in a reply: the body of its first
-// Markdown code fence when it has one (models put prose before and after
-// it: "Here is the updated guideline: ```...``` It keeps ..."), else the
-// whole reply. An unclosed fence (a cut reply) runs to the end.
-func fencedTemplate(s string) string {
-	i := strings.Index(s, "```")
-	if i < 0 {
-		return s
-	}
-	t := s[i+3:]
-	if nl := strings.IndexByte(t, '\n'); nl >= 0 && !strings.ContainsAny(t[:nl], "{}") {
-		t = t[nl+1:] // the language tag
-	}
-	if j := strings.Index(t, "```"); j >= 0 {
-		t = t[:j]
-	}
-	return strings.TrimSpace(t) + "\n"
-}
-
-// unechoed returns the candidate in a reply that echoed the update
-// prompt's marker lines (templates.OriginalPrompt) around it, as
-// Qwen2.5-Coder-1.5B did at temperature 0: "<<<ORIGINAL_PROMPT>>>",
-// the template, the marker again and the prompt's closing instruction,
-// once or twice over. The parts between marker lines are the template and
-// echoed instructions; the longest is the template. A marker rendered into
-// a guideline would reach every compressor prompt, so none survives.
-func unechoed(s string) (string, bool) {
-	var parts []string
-	var cur []string
-	echoed := false
-	for _, line := range strings.Split(s, "\n") {
-		if strings.TrimSpace(line) == templates.OriginalPrompt {
-			echoed = true
-			parts, cur = append(parts, strings.Join(cur, "\n")), nil
-			continue
-		}
-		cur = append(cur, line)
-	}
-	if !echoed {
-		return s, false
-	}
-	best := ""
-	for _, part := range append(parts, strings.Join(cur, "\n")) {
-		if part = strings.TrimSpace(part); len(part) > len(best) {
-			best = part
-		}
-	}
-	return best + "\n", true
 }

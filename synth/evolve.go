@@ -540,7 +540,8 @@ func (ev *evolution) child(ctx context.Context, g, i int, pop []Member) (Member,
 	jr := childRecord{Generation: g, Child: i, Request: reqHash, Step: step, Parents: parents,
 		Usage: RoleUsage{Calls: 1, TokensIn: resp.Usage.PromptTokens, TokensOut: resp.Usage.CompletionTokens, CostUSD: costOf(ev.Optimizer, resp.Usage)}}
 	ev.addOptimizerUsage(jr.Usage)
-	rec, t, err := ev.Registry.Put(guideline.Record{Kind: guideline.KindHistory, Parent: a.ID, Parents: parentsList(parents), Round: g, Step: step, Source: llm.RoleOptimizer}, normalizeSource(string(stripFence(resp.Message.Content))))
+	src, _ := guideline.FromReply(resp.Message.Content)
+	rec, t, err := ev.Registry.Put(guideline.Record{Kind: guideline.KindHistory, Parent: a.ID, Parents: parentsList(parents), Round: g, Step: step, Source: llm.RoleOptimizer}, normalizeSource(src))
 	if err != nil {
 		return Member{}, nil, err
 	}
