@@ -103,6 +103,13 @@ job() {
 	sed -e "s#127.0.0.1:18080/#127.0.0.1:$PORT/#" -e "s#127.0.0.1:18081/#127.0.0.1:$((PORT + 1))/#" "jobs/$1.yaml" >"$OUT/$1.yaml"
 }
 
+# sized JOB KEY N: sets the job copy's KEY (a line "  KEY: value") to N,
+# failing when the job has no such line.
+sized() {
+	grep -q "^  $2: " "$1" || { echo "$1 has no $2 to set" >&2; exit 2; }
+	sed -i -E "s/^(  $2:) [0-9]+/\1 $3/" "$1"
+}
+
 # serve GGUF PORT PREFIX [serve.py flags]: starts serve.py and waits until
 # its servers answer /health (chat on PORT, embeddings on PORT+1 unless
 # --no-embed).

@@ -29,12 +29,6 @@ REAL_OUT=${REAL_OUT:-.cache/real-model/quality}
 source "$HERE/lib.sh"
 
 MODEL=$WORK/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-# sized JOB KEY N: sets the job copy's KEY (a line "  KEY: value") to N,
-# failing when the job has no such line.
-sized() {
-	grep -q "^  $2: " "$1" || { echo "$1 has no $2 to set" >&2; exit 2; }
-	sed -i -E "s/^(  $2:) [0-9]+/\1 $3/" "$1"
-}
 CANDIDATES=(--candidate none=none --candidate prompting=prompting
 	--candidate "keep-facts=guideline,guideline=$HERE/keep-facts.tmpl"
 	--candidate selected=guideline,guideline=selected)

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # make student: a LoRA student trained from ctxopt's own export, served and
 # evaluated against its teacher. Needs make real-quality's output: its
-# mixed optimize run, whose teacher compressions optimize distill exports
-# with an empty validation split (every row trains; pyarrow and 🤗 datasets
-# read it as a user would).
+# mixed optimize run and the guideline it selected.
+#  0. the teacher (1.5B) compresses with the selected guideline on
+#     $STUDENT_LABEL_TASKS (16) train tasks (optimize eval --split train;
+#     the run's own 4 train tasks leave one usable row), and optimize
+#     distill exports its compressions of the tasks the agent solved, with
+#     an empty validation split (every row trains; pyarrow and 🤗 datasets
+#     read it as a user would);
 #  1. the dataset's own recipe (recipe/train_lora.py: TRL SFT, completion-
 #     only loss, LoRA r 16) trains Qwen2.5-Coder-0.5B-Instruct, loaded from
 #     its GGUF, for $STUDENT_STEPS optimizer steps on the CPU;
@@ -12,7 +16,9 @@
 #  3. llama.cpp serves the teacher (1.5B), the student and the untrained
 #     0.5B; optimize eval compares them as compressors on the mixed
 #     setting's 10 test tasks with the selected guideline (paired, against
-#     the teacher and against the base);
+#     the teacher and against the base); the teacher's rollouts are
+#     make real-quality's of the selected guideline (same job, guideline,
+#     server and tasks; eval re-runs them if their fingerprint differs);
 #  4. optimize serve runs with the chain student -> teacher -> truncation
 #     (serve_chain.py sends a long conversation and reads which link
 #     answered, then again with the student stopped).
@@ -26,7 +32,8 @@ source "$HERE/lib.sh"
 QUALITY=${REAL_QUALITY_OUT:-$WORK/quality}
 RUN=$QUALITY/mixed-run
 DATA=$OUT/dataset
-STEPS=${STUDENT_STEPS:-24}
+STEPS=${STUDENT_STEPS:-20}
+LABEL_TASKS=${STUDENT_LABEL_TASKS:-16}
 TEACHER=$WORK/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 STUDENT=$OUT/student-q8_0.gguf
 T_PORT=$PORT S_PORT=$((PORT + 2)) B_PORT=$((PORT + 4)) PROXY=$((PORT + 6))
@@ -60,8 +67,17 @@ step build "build optimize"
 go build -o bin/optimize ./cmd/optimize
 job real-mixed
 
-step export "optimize distill of the teacher's compressions in $RUN, no validation split; pyarrow and datasets.load_dataset on it"
-./bin/optimize distill --run "$RUN" --validation-fraction 0 --out "$DATA" >"$OUT/distill.txt" 2>"$OUT/distill.log" ||
+step label "the teacher compresses with the selected guideline on $LABEL_TASKS train tasks (optimize eval --split train)"
+cp "$OUT/real-mixed.yaml" "$OUT/real-mixed-label.yaml"
+sized "$OUT/real-mixed-label.yaml" train_limit "$LABEL_TASKS"
+serve "$TEACHER" "$T_PORT" "$OUT/server-teacher" --no-embed --parallel 1
+SERVERS+=("$SERVER")
+$NICE ./bin/optimize eval --config "$OUT/real-mixed-label.yaml" --split train --run "$RUN" \
+	--candidate teacher=guideline,guideline=selected --out "$OUT/label" >"$OUT/label.txt" 2>"$OUT/label.log" ||
+	{ tail -5 "$OUT/label.log" >&2; exit 1; }
+
+step export "optimize distill of the teacher's compressions, no validation split; pyarrow and datasets.load_dataset on it"
+./bin/optimize distill --run "$OUT/label" --validation-fraction 0 --out "$DATA" >"$OUT/distill.txt" 2>"$OUT/distill.log" ||
 	{ tail -5 "$OUT/distill.log" >&2; exit 1; }
 check_readers "$DATA" --empty validation
 
@@ -74,8 +90,8 @@ py "$HERE/merge.py" --model "$WORK" --gguf-file "$(basename "$BASE")" --chat-tem
 PYTHONPATH=$WORK/convert py "$WORK/convert/convert_hf_to_gguf.py" "$OUT/merged" --outfile "$STUDENT" --outtype q8_0 \
 	>"$OUT/convert.log" 2>&1 || { tail -30 "$OUT/convert.log" >&2; exit 1; }
 
-step servers "llama.cpp: teacher :$T_PORT, student :$S_PORT, untrained 0.5B :$B_PORT"
-for spec in "$TEACHER $T_PORT teacher" "$STUDENT $S_PORT student" "$BASE $B_PORT base"; do
+step servers "llama.cpp: student :$S_PORT, untrained 0.5B :$B_PORT (the teacher on :$T_PORT since the label step)"
+for spec in "$STUDENT $S_PORT student" "$BASE $B_PORT base"; do
 	read -r model port name <<<"$spec"
 	serve "$model" "$port" "$OUT/server-$name" --no-embed --parallel 1
 	SERVERS+=("$SERVER")
@@ -85,7 +101,11 @@ step eval "optimize eval: teacher, student, untrained base as compressors (selec
 CANDIDATES=(--candidate teacher=guideline,guideline=selected
 	--candidate "student=guideline,guideline=selected,compressor=http://127.0.0.1:$S_PORT/v1,compressor_model=student"
 	--candidate "base=guideline,guideline=selected,compressor=http://127.0.0.1:$B_PORT/v1,compressor_model=qwen2.5-coder-0.5b-instruct")
-$NICE ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" \
+if [[ -d $QUALITY/mixed-eval/rollouts/selected/sample-0 ]]; then
+	mkdir -p "$OUT/eval/rollouts/teacher"
+	cp -r "$QUALITY/mixed-eval/rollouts/selected/sample-0" "$OUT/eval/rollouts/teacher/"
+fi
+$NICE ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" --replace \
 	"${CANDIDATES[@]}" --out "$OUT/eval" >"$OUT/eval.txt" 2>"$OUT/eval.log"
 cp -r "$OUT/eval" "$OUT/eval-vs-base"
 ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" \
