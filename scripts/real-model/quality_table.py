@@ -85,8 +85,12 @@ def main() -> None:
     print(f"## Results (make real-quality, {seconds // 60} min {seconds % 60} s wall, {os.cpu_count()} cores)")
     steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()]
     print("\nsteps (seconds, 1-minute load average at the end): " + ", ".join(f"{n} {s} ({l})" for n, s, l in steps))
-    roles = run.get("roles", {})
-    print("\nmixed optimize run, calls per role: " + ", ".join(f"{r} {v.get('calls', 0)} ({v.get('malformed', 0)} malformed)" for r, v in roles.items()))
+    roles = {r: v for r, v in run.get("roles", {}).items() if v.get("calls")}
+    spent = run.get("spent", {})
+    # spent is the run's ledger over every invocation; roles count the last
+    # one only, which made no call when it resumed finished stages.
+    print(f"\nmixed optimize run: {spent.get('requests', 0)} requests (the embedded agent's included), {spent.get('tokens', 0):,} tokens over every invocation; "
+          "calls per role in the last: " + (", ".join(f"{r} {v['calls']} ({v.get('malformed', 0)} malformed)" for r, v in roles.items()) or "none (every stage resumed)"))
     optimization(out / "mixed-run", run)
     verdicts = {}
     for setting in SETTINGS:
