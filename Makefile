@@ -38,7 +38,8 @@ real:
 
 # Does ctxopt's optimization improve a real compressor? The mixed and the
 # all-real setting, none / prompting / keep-facts / the selected guideline,
-# paired statistics; about 90 minutes on two idle cores (docs/real-quality.md).
+# paired statistics; about 60 minutes of model time on two idle cores, plus
+# the downloads on a fresh machine (docs/real-quality.md).
 real-quality:
 	bash scripts/real-model/quality.sh
 
