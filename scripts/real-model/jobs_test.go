@@ -78,7 +78,8 @@ func TestRealJobs(t *testing.T) {
 
 // The chain make student serves (student -> teacher -> truncation) is what
 // optimize serve accepts, filled in as student.sh fills it, with a
-// threshold the conversation serve_chain.py sends passes.
+// threshold the conversation serve_chain.py sends passes, and requests
+// that wait for their summary (keep_tokens -1), so each names its link.
 func TestStudentServeConfig(t *testing.T) {
 	src, err := os.ReadFile("serve-student.yaml")
 	if err != nil {
@@ -100,6 +101,9 @@ func TestStudentServeConfig(t *testing.T) {
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Compression.KeepTokens >= 0 {
+		t.Errorf("keep_tokens %d: a request past the threshold would go out folded before its summary lands, and the chain's answer would name no link", cfg.Compression.KeepTokens)
 	}
 	if cfg.Compression.Threshold > 800 {
 		t.Errorf("threshold %d: serve_chain.py's conversation (one training row, about 900 tokens) would not pass it", cfg.Compression.Threshold)

@@ -35,7 +35,7 @@ def conversation(data: Path, label: str) -> list[dict]:
 
 def main() -> None:
     proxy, data, label = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    client = openai.OpenAI(base_url=proxy + "/v1", api_key="anonymous", max_retries=0, timeout=1800)
+    client = openai.OpenAI(base_url=proxy + "/v1", api_key="ctxopt-student-chain", max_retries=0, timeout=1800)
     raw = client.chat.completions.with_raw_response.create(
         model="qwen2.5-coder-1.5b-instruct", temperature=0, max_tokens=32,
         messages=conversation(data, label), tools=[SEARCH])

@@ -41,7 +41,11 @@ if [[ ! -f $RUN/summary.json ]]; then
 	echo "$RUN/summary.json is missing: run make real-quality first (the student learns from its mixed optimize run)" >&2
 	exit 2
 fi
-rm -rf "$OUT" && mkdir -p "$OUT"
+# Re-running resumes: the label eval and the test eval take their finished
+# rollouts, training and conversion are skipped when the dataset and the
+# step count are those of the adapter on disk (REAL_FRESH=1 starts over).
+[[ -z ${REAL_FRESH:-} ]] || rm -rf "$OUT"
+mkdir -p "$OUT" && rm -f "$OUT/steps.tsv" "$OUT/sessions.db"
 SERVERS=() PROXY_PID=''
 cleanup_all() {
 	local s
@@ -82,13 +86,20 @@ step export "optimize distill of the teacher's compressions, no validation split
 check_readers "$DATA" --empty validation
 
 step train "the dataset's recipe/train_lora.py: TRL SFT, completion-only loss, LoRA, $STEPS steps on CPU, 0.5B from its GGUF"
-train_recipe "$DATA" "$STEPS" 3072
+STAMP="$(sha256sum "$DATA/data/train.parquet" | cut -c1-64) steps $STEPS"
+if [[ -f $OUT/trained.stamp && $(<"$OUT/trained.stamp") == "$STAMP" && -f $STUDENT ]]; then
+	echo "the adapter and $STUDENT are of this dataset and step count: kept (REAL_FRESH=1 trains again)"
+else
+	rm -f "$OUT/trained.stamp"
+	train_recipe "$DATA" "$STEPS" 3072
 
-step merge "merge the adapter into the 0.5B model and convert it to GGUF with convert_hf_to_gguf.py"
-py "$HERE/merge.py" --model "$WORK" --gguf-file "$(basename "$BASE")" --chat-template "$OUT/chat_template.jinja" \
-	--adapter "$OUT/adapter" --out "$OUT/merged" >"$OUT/merge.log" 2>&1 || { tail -30 "$OUT/merge.log" >&2; exit 1; }
-PYTHONPATH=$WORK/convert py "$WORK/convert/convert_hf_to_gguf.py" "$OUT/merged" --outfile "$STUDENT" --outtype q8_0 \
-	>"$OUT/convert.log" 2>&1 || { tail -30 "$OUT/convert.log" >&2; exit 1; }
+	step merge "merge the adapter into the 0.5B model and convert it to GGUF with convert_hf_to_gguf.py"
+	py "$HERE/merge.py" --model "$WORK" --gguf-file "$(basename "$BASE")" --chat-template "$OUT/chat_template.jinja" \
+		--adapter "$OUT/adapter" --out "$OUT/merged" >"$OUT/merge.log" 2>&1 || { tail -30 "$OUT/merge.log" >&2; exit 1; }
+	PYTHONPATH=$WORK/convert py "$WORK/convert/convert_hf_to_gguf.py" "$OUT/merged" --outfile "$STUDENT" --outtype q8_0 \
+		>"$OUT/convert.log" 2>&1 || { tail -30 "$OUT/convert.log" >&2; exit 1; }
+	echo "$STAMP" >"$OUT/trained.stamp"
+fi
 
 step servers "llama.cpp: student :$S_PORT, untrained 0.5B :$B_PORT (the teacher on :$T_PORT since the label step)"
 for spec in "$STUDENT $S_PORT student" "$BASE $B_PORT base"; do
@@ -101,13 +112,13 @@ step eval "optimize eval: teacher, student, untrained base as compressors (selec
 CANDIDATES=(--candidate teacher=guideline,guideline=selected
 	--candidate "student=guideline,guideline=selected,compressor=http://127.0.0.1:$S_PORT/v1,compressor_model=student"
 	--candidate "base=guideline,guideline=selected,compressor=http://127.0.0.1:$B_PORT/v1,compressor_model=qwen2.5-coder-0.5b-instruct")
-if [[ -d $QUALITY/mixed-eval/rollouts/selected/sample-0 ]]; then
+if [[ -d $QUALITY/mixed-eval/rollouts/selected/sample-0 && ! -e $OUT/eval/rollouts/teacher/sample-0 ]]; then
 	mkdir -p "$OUT/eval/rollouts/teacher"
 	cp -r "$QUALITY/mixed-eval/rollouts/selected/sample-0" "$OUT/eval/rollouts/teacher/"
 fi
 $NICE ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" --replace \
 	"${CANDIDATES[@]}" --out "$OUT/eval" >"$OUT/eval.txt" 2>"$OUT/eval.log"
-cp -r "$OUT/eval" "$OUT/eval-vs-base"
+rm -rf "$OUT/eval-vs-base" && cp -r "$OUT/eval" "$OUT/eval-vs-base"
 ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" \
 	"${CANDIDATES[@]}" --reference base --out "$OUT/eval-vs-base" >"$OUT/eval-vs-base.txt" 2>"$OUT/eval-vs-base.log"
 
@@ -124,7 +135,9 @@ done
 # With the student up, then with it stopped: which link made each summary.
 py "$HERE/serve_chain.py" "http://127.0.0.1:$PROXY" "$DATA" student-up >"$OUT/chain-up.json"
 SERVER=${SERVERS[1]}
-stop_server "$S_PORT"
+# The student may still be writing a summary, so SIGTERM can take longer
+# than stop_server waits: a forced kill is fine, a port still open is not.
+if ! stop_server "$S_PORT" && port_open "$S_PORT"; then exit 1; fi
 py "$HERE/serve_chain.py" "http://127.0.0.1:$PROXY" "$DATA" student-down >"$OUT/chain-down.json"
 
 step summary "summary"
