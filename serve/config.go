@@ -181,6 +181,10 @@ type Link struct {
 	// their threshold at once, summaries queue and land later. 0 is llm's
 	// default.
 	Concurrency int `yaml:"concurrency"`
+	// MaxTokens caps a summary's length; 0 is the server's default. A
+	// small model that never stops (make student's LoRA student wrote
+	// 3,538 tokens) would otherwise hold the link until its timeout.
+	MaxTokens int `yaml:"max_tokens"`
 }
 
 // Sessions configures the store of rolling summaries.
@@ -382,6 +386,9 @@ func (c Config) Validate() error {
 		}
 		if l.l.Concurrency < 0 {
 			bad(l.name+".concurrency", "must not be negative (0 means %d)", llm.DefaultConcurrency)
+		}
+		if l.l.MaxTokens < 0 || l.l.MaxTokens > llm.MaxMaxTokens {
+			bad(l.name+".max_tokens", "%d is out of range; want 0 (the server's default) to %d", l.l.MaxTokens, llm.MaxMaxTokens)
 		}
 	}
 	if c.Compressor.BreakerFailures < 1 {

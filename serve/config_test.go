@@ -39,6 +39,7 @@ func TestConfigErrors(t *testing.T) {
 		{"threshold 0", "upstream:\n  openai:\n    base_url: http://x/v1\ncompression:\n  registry: r\n  threshold: 0\nauth:\n  anonymous: true\n", "line 6: field compression.threshold: must be a positive"},
 		{"key variable unset", "upstream:\n  openai:\n    base_url: http://x/v1\n    key_env: CTXOPT_TEST_UNSET_KEY\ncompression:\n  registry: r\nauth:\n  anonymous: true\n", "line 4: field upstream.openai.key_env: variable CTXOPT_TEST_UNSET_KEY is not set"},
 		{"keep_tokens", "upstream:\n  openai:\n    base_url: http://x/v1\ncompression:\n  registry: r\n  keep_tokens: -2\nauth:\n  anonymous: true\n", "line 6: field compression.keep_tokens: must be -1 (every turn verbatim), 0 (3/8 of compression.threshold) or a token count"},
+		{"max_tokens", "upstream:\n  openai:\n    base_url: http://x/v1\ncompression:\n  registry: r\ncompressor:\n  teacher:\n    base_url: http://y/v1\n    model: m\n    timeout: 1m\n    max_tokens: -5\nauth:\n  anonymous: true\n", "line 11: field compressor.teacher.max_tokens: -5 is out of range"},
 		{"empty file", "", "is empty"},
 		{"comments only", "# todo\n", "holds only comments"},
 	} {

@@ -61,13 +61,45 @@ func TestBackgroundCompactionHidesCompressorLatency(t *testing.T) {
 
 // garbageCompressor answers every chat call with text in none of the
 // guideline's sections.
-func garbageCompressor(t *testing.T) string {
+func garbageCompressor(t *testing.T) string { return recordingGarbage(t, func([]byte) {}) }
+
+// recordingGarbage is garbageCompressor that hands each request's body to
+// seen first.
+func recordingGarbage(t *testing.T, seen func(body []byte)) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen(b)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"junk","choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/v1"
+}
+
+// A link's max_tokens reaches the summary requests it sends: a small
+// model that never stops (make student's) is cut off there, not at the
+// link's timeout.
+func TestLinkMaxTokens(t *testing.T) {
+	up := newRecUpstream(t, sim.Config{})
+	var mu sync.Mutex
+	var caps []int64
+	teacher := recordingGarbage(t, func(b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		caps = append(caps, gjson.GetBytes(b, "max_tokens").Int())
+	})
+	dir, _, _ := registry(t)
+	cfg := testConfig(t, up.url(), teacher, dir)
+	cfg.Compressor.Teacher.MaxTokens = 192
+	_, url := start(t, cfg)
+	if resp, b := post(t, url+"/v1/chat/completions", toolConversation(4, "cap"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(caps) == 0 || slices.ContainsFunc(caps, func(c int64) bool { return c != 192 }) {
+		t.Errorf("max_tokens of the teacher's summary requests: %v, want 192 in each", caps)
+	}
 }
 
 func TestFallbackToTruncation(t *testing.T) {

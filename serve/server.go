@@ -209,7 +209,7 @@ func buildLinks(c Compressors, tok *llm.Tokenizer) ([]*link, error) {
 		}
 		cl, err := llm.NewClient(l.name, llm.RoleConfig{
 			BaseURL: l.cfg.BaseURL, Model: l.cfg.Model, KeyEnv: l.cfg.KeyEnv, Timeout: l.cfg.Timeout, MaxRetries: -1,
-			Concurrency: l.cfg.Concurrency,
+			Concurrency: l.cfg.Concurrency, MaxTokens: l.cfg.MaxTokens,
 		}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("compressor.%s: %w", l.name, err)

@@ -105,6 +105,9 @@ func TestStudentServeConfig(t *testing.T) {
 	if cfg.Compression.KeepTokens >= 0 {
 		t.Errorf("keep_tokens %d: a request past the threshold would go out folded before its summary lands, and the chain's answer would name no link", cfg.Compression.KeepTokens)
 	}
+	if cfg.Compressor.Student.MaxTokens == 0 || cfg.Compressor.Teacher.MaxTokens == 0 {
+		t.Errorf("max_tokens student %d, teacher %d: a summary that never stops holds its link until the timeout", cfg.Compressor.Student.MaxTokens, cfg.Compressor.Teacher.MaxTokens)
+	}
 	if cfg.Compression.Threshold > 800 {
 		t.Errorf("threshold %d: serve_chain.py's conversation (one training row, about 900 tokens) would not pass it", cfg.Compression.Threshold)
 	}
