@@ -98,6 +98,15 @@ type RoleConfig struct {
 // longer than this, so a larger value is a typo (1e15).
 const MaxMaxTokens = 1 << 21
 
+// CheckMaxTokens holds a max_tokens setting (a role's, serve's links') to
+// 0, the server's default, through MaxMaxTokens.
+func CheckMaxTokens(n int) error {
+	if n < 0 || n > MaxMaxTokens {
+		return fmt.Errorf("%d is out of range; want 0 (the server's default) to %d, the largest completion any model's context holds", n, MaxMaxTokens)
+	}
+	return nil
+}
+
 // Tool choices a RoleConfig accepts.
 const (
 	ToolChoiceAuto     = "auto"
@@ -195,8 +204,8 @@ func (c RoleConfig) Problems(field string) []Problem {
 	if c.Temperature < 0 || c.Temperature > 2 {
 		bad("temperature", "%g is outside [0, 2]", c.Temperature)
 	}
-	if c.MaxTokens < 0 || c.MaxTokens > MaxMaxTokens {
-		bad("max_tokens", "%d is out of range; want 0 (the server's default) to %d, the largest completion any model's context holds", c.MaxTokens, MaxMaxTokens)
+	if err := CheckMaxTokens(c.MaxTokens); err != nil {
+		bad("max_tokens", "%v", err)
 	}
 	if c.PriceIn < 0 {
 		bad("price_in", "must not be negative")

@@ -25,10 +25,12 @@ func Project(job *Job, ntrain int) Projection {
 	steps := float64(job.Env.StepLimit) / 2
 	var agent, comp, opt use
 	n := float64(ntrain)
-	for i, c := range []bool{false, false, true} { // baseline, fifo, prompting
-		if i == 1 && job.Optimize.SkipFIFO {
-			continue
-		}
+	compressed := []bool{false} // baseline, then FIFO, then prompting
+	if !job.Optimize.SkipFIFO {
+		compressed = append(compressed, false)
+	}
+	compressed = append(compressed, true)
+	for _, c := range compressed {
 		a, k := rolloutUse(job, n, c)
 		agent.add(a)
 		comp.add(k)

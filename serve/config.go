@@ -387,8 +387,8 @@ func (c Config) Validate() error {
 		if l.l.Concurrency < 0 {
 			bad(l.name+".concurrency", "must not be negative (0 means %d)", llm.DefaultConcurrency)
 		}
-		if l.l.MaxTokens < 0 || l.l.MaxTokens > llm.MaxMaxTokens {
-			bad(l.name+".max_tokens", "%d is out of range; want 0 (the server's default) to %d", l.l.MaxTokens, llm.MaxMaxTokens)
+		if err := llm.CheckMaxTokens(l.l.MaxTokens); err != nil {
+			bad(l.name+".max_tokens", "%v", err)
 		}
 	}
 	if c.Compressor.BreakerFailures < 1 {
