@@ -110,6 +110,17 @@ sized() {
 	sed -i -E "s/^(  $2:) [0-9]+/\1 $3/" "$1"
 }
 
+# recompare DIR REF EVAL_ARGS...: the evaluation in DIR compared again
+# with REF as the reference, into DIR-vs-REF: a copy of DIR, so optimize
+# eval reuses every rollout and calls no model. EVAL_ARGS are the ones DIR
+# was made with, --out left out.
+recompare() {
+	local dir=$1 ref=$2
+	shift 2
+	rm -rf "$dir-vs-$ref" && cp -r "$dir" "$dir-vs-$ref"
+	./bin/optimize eval "$@" --reference "$ref" --out "$dir-vs-$ref" >"$dir-vs-$ref.txt" 2>"$dir-vs-$ref.log"
+}
+
 # serve GGUF PORT PREFIX [serve.py flags]: starts serve.py and waits until
 # its servers answer /health (chat on PORT, embeddings on PORT+1 unless
 # --no-embed).

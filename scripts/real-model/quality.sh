@@ -63,10 +63,7 @@ $NICE ./bin/optimize run --config "$OUT/real-mixed.yaml" --out "$OUT/mixed-run" 
 eval_both() {
 	$NICE ./bin/optimize eval --config "$OUT/real-$1.yaml" --split test --run "$OUT/mixed-run" \
 		"${CANDIDATES[@]}" --out "$OUT/$1-eval" >"$OUT/$1-eval.txt" 2>"$OUT/$1-eval.log"
-	rm -rf "$OUT/$1-eval-vs-prompting" && cp -r "$OUT/$1-eval" "$OUT/$1-eval-vs-prompting"
-	./bin/optimize eval --config "$OUT/real-$1.yaml" --split test --run "$OUT/mixed-run" \
-		"${CANDIDATES[@]}" --reference prompting --out "$OUT/$1-eval-vs-prompting" \
-		>"$OUT/$1-eval-vs-prompting.txt" 2>"$OUT/$1-eval-vs-prompting.log"
+	recompare "$OUT/$1-eval" prompting --config "$OUT/real-$1.yaml" --split test --run "$OUT/mixed-run" "${CANDIDATES[@]}"
 }
 
 step mixed_eval "mixed: optimize eval of none, prompting, keep-facts, selected on ${QUALITY_TEST_TASKS:-10} test tasks"

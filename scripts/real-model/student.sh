@@ -118,9 +118,7 @@ if [[ -d $QUALITY/mixed-eval/rollouts/selected/sample-0 && ! -e $OUT/eval/rollou
 fi
 $NICE ./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" --replace \
 	"${CANDIDATES[@]}" --out "$OUT/eval" >"$OUT/eval.txt" 2>"$OUT/eval.log"
-rm -rf "$OUT/eval-vs-base" && cp -r "$OUT/eval" "$OUT/eval-vs-base"
-./bin/optimize eval --config "$OUT/real-mixed.yaml" --split test --run "$RUN" \
-	"${CANDIDATES[@]}" --reference base --out "$OUT/eval-vs-base" >"$OUT/eval-vs-base.txt" 2>"$OUT/eval-vs-base.log"
+recompare "$OUT/eval" base --config "$OUT/real-mixed.yaml" --split test --run "$RUN" "${CANDIDATES[@]}"
 
 step serve "optimize serve with the chain student -> teacher -> truncation"
 ./bin/optimize guideline promote --run "$RUN" selected >"$OUT/promote.txt"
